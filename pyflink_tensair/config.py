@@ -1,0 +1,171 @@
+"""Configuration of a training job: frozen dataclasses validated on construction.
+
+Every rule violation raises :class:`~pyflink_tensair.errors.ConfigError` naming the field, the rule and
+the value received, the way Keras reports bad arguments::
+
+    >>> TrainConfig(staleness_bound=-1)
+    Traceback (most recent call last):
+    ...
+    pyflink_tensair.errors.ConfigError: staleness_bound must be an int >= 0 or None. Received: staleness_bound=-1
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .errors import ConfigError
+
+
+class Mode(str, enum.Enum):
+    """What a replica does with a mini-batch.
+
+    ``TRAIN``: predict on it, then train on it (prequential, test-then-train).
+    ``SERVE``: predict on it only; gradients from peers are still applied.
+    """
+
+    TRAIN = "train"
+    SERVE = "serve"
+
+
+class WorkerMode(str, enum.Enum):
+    """Where PyFlink runs the Python functions of a job started on a local mini-cluster.
+
+    ``PROCESS``: separate Python worker processes, as on a real cluster (the default).
+    ``LOOPBACK``: inside the client process (PyFlink's local default; handy for debugging).
+    A job submitted to a cluster always uses separate processes.
+    """
+
+    PROCESS = "process"
+    LOOPBACK = "loopback"
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _require_int(name: str, value, minimum: int) -> None:
+    if not _is_int(value) or value < minimum:
+        raise ConfigError(f"{name} must be an int >= {minimum}. Received: {name}={value!r}")
+
+
+@dataclass(frozen=True)
+class LatencySettings:
+    """Flink settings that decide how fast a gradient goes round the feedback loop.
+
+    PyFlink's defaults batch records for up to a second before a Python worker sees them; a
+    gradient loop would then apply peer updates long after they were due. The library sets these
+    on the job by default; pass ``TrainConfig(latency=None)`` to keep the environment's own values.
+
+    Attributes:
+        bundle_size: ``python.fn-execution.bundle.size``, records per Python bundle.
+        bundle_time_ms: ``python.fn-execution.bundle.time``, longest wait before a bundle is flushed.
+        buffer_timeout_ms: ``execution.buffer-timeout.interval``, longest wait of a network buffer.
+
+    Example::
+
+        >>> LatencySettings(bundle_time_ms=5).as_flink_options()["python.fn-execution.bundle.time"]
+        '5'
+    """
+
+    bundle_size: int = 1
+    bundle_time_ms: int = 1
+    buffer_timeout_ms: int = 1
+
+    def __post_init__(self):
+        _require_int("bundle_size", self.bundle_size, 1)
+        _require_int("bundle_time_ms", self.bundle_time_ms, 1)
+        _require_int("buffer_timeout_ms", self.buffer_timeout_ms, 0)
+
+    def as_flink_options(self) -> dict:
+        return {
+            "python.fn-execution.bundle.size": str(self.bundle_size),
+            "python.fn-execution.bundle.time": str(self.bundle_time_ms),
+            "execution.buffer-timeout.interval": f"{self.buffer_timeout_ms} ms",
+        }
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How the replicas train and exchange gradients.
+
+    Attributes:
+        replicas: number of model replicas; replica ``r`` runs on subtask ``r``.
+        staleness_bound: ``s``. A replica starts its local step ``k + 1`` only after it has
+            applied, from every peer still training, that peer's gradients up to its step
+            ``k - s``. ``0`` is synchronous SGD (every replica applies the same averaged gradient
+            at every step); ``None`` is TensAIR's unbounded DASGD.
+        broadcast_every: local steps summed into one gradient message (TensAIR's
+            ``broadcast_frequency``). Must be 1 when ``staleness_bound=0``.
+        buffer_capacity: mini-batches a replica holds while the staleness bound stops it. When
+            the buffer is full the oldest held batch is trained at once, beyond the bound, and
+            counted in the ``bound_overflows`` metric: no batch is ever dropped.
+        mode: :class:`Mode` the replicas start in.
+        seed: seeds model initialisation; every replica starts from the same weights.
+        tf_intra_op_threads: TensorFlow intra-op threads per replica (``None``: TensorFlow's
+            default, all cores).
+        latency: :class:`LatencySettings` applied to the job, or ``None`` to keep the job's own.
+        workers: :class:`WorkerMode` for a local mini-cluster.
+        name: prefix of every operator's name and uid (two ``train`` calls in one job need two
+            names).
+
+    Example::
+
+        >>> TrainConfig(replicas=2, staleness_bound=None).staleness_bound is None
+        True
+    """
+
+    replicas: int = 1
+    staleness_bound: Optional[int] = None
+    broadcast_every: int = 1
+    buffer_capacity: int = 64
+    mode: Mode = Mode.TRAIN
+    seed: int = 0
+    tf_intra_op_threads: Optional[int] = 1
+    latency: Optional[LatencySettings] = field(default_factory=LatencySettings)
+    workers: WorkerMode = WorkerMode.PROCESS
+    name: str = "tensair"
+
+    def __post_init__(self):
+        _require_int("replicas", self.replicas, 1)
+        if self.staleness_bound is not None and (
+            not _is_int(self.staleness_bound) or self.staleness_bound < 0
+        ):
+            raise ConfigError(
+                "staleness_bound must be an int >= 0 or None. "
+                f"Received: staleness_bound={self.staleness_bound!r}"
+            )
+        _require_int("broadcast_every", self.broadcast_every, 1)
+        if self.staleness_bound == 0 and self.broadcast_every != 1:
+            raise ConfigError(
+                "broadcast_every must be 1 when staleness_bound=0 (synchronous SGD exchanges "
+                f"every step). Received: broadcast_every={self.broadcast_every!r}"
+            )
+        _require_int("buffer_capacity", self.buffer_capacity, 1)
+        _require_int("seed", self.seed, 0)
+        if self.tf_intra_op_threads is not None:
+            _require_int("tf_intra_op_threads", self.tf_intra_op_threads, 1)
+        for name, enum_type in (("mode", Mode), ("workers", WorkerMode)):
+            value = getattr(self, name)
+            try:
+                object.__setattr__(self, name, enum_type(value))
+            except ValueError:
+                allowed = ", ".join(repr(m.value) for m in enum_type)
+                raise ConfigError(
+                    f"{name} must be one of {allowed}. Received: {name}={value!r}"
+                ) from None
+        if self.latency is not None and not isinstance(self.latency, LatencySettings):
+            raise ConfigError(
+                "latency must be a LatencySettings or None. "
+                f"Received: latency={self.latency!r}"
+            )
+        if not isinstance(self.name, str) or not self.name.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError(
+                "name must be a non-empty string of letters, digits, '-' and '_'. "
+                f"Received: name={self.name!r}"
+            )
+
+    @property
+    def synchronous(self) -> bool:
+        return self.staleness_bound == 0

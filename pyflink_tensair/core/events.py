@@ -1,0 +1,98 @@
+"""What a replica asks its runtime to emit. The replica never touches Flink; it returns these."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Dict, Mapping, Optional
+
+import numpy as np
+
+from .messages import PeerMessage, Scalar
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The model's output on one batch, computed before the batch was trained on."""
+
+    replica: int
+    batch_id: int
+    model_version: int
+    predictions: np.ndarray
+    loss: Optional[float] = None
+    accuracy: Optional[float] = None
+    meta: Mapping[str, Scalar] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """One replica's progress after a batch (``phase="batch"``) or at its end (``"final"``).
+
+    ``staleness`` is how many local steps the replica was ahead of the slowest peer whose
+    gradients it had applied, when it started the step (it never exceeds the staleness bound
+    unless ``bound_overflows`` grew). ``delay_s`` is how long after its ``scheduled_at`` time the
+    batch finished training (``None`` when the batch carried no schedule).
+    """
+
+    replica: int
+    phase: str
+    time: float
+    local_step: int
+    model_version: int
+    loss: Optional[float]
+    accuracy: Optional[float]
+    staleness: int
+    batches_per_s: float
+    held_batches: int
+    messages_sent: int
+    bytes_sent: int
+    dense_bytes_sent: int
+    messages_applied: int
+    duplicates_dropped: int
+    bound_overflows: int
+    batch_id: int = -1
+    delay_s: Optional[float] = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @staticmethod
+    def from_json(text: str) -> "Metrics":
+        return Metrics(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """A message for every other replica."""
+
+    message: PeerMessage
+
+
+@dataclass(frozen=True)
+class FinalModel:
+    """A replica's weights once its input ended and every peer's last message was applied.
+
+    ``initial_digest`` fingerprints the weights the replica started from: replicas that started
+    equal share it.
+    """
+
+    replica: int
+    model_version: int
+    weights: Dict[str, np.ndarray]
+    initial_digest: str = ""
+
+
+def weights_digest(weights: Dict[str, np.ndarray]) -> str:
+    """A short fingerprint of a set of weights.
+
+    Example::
+
+        >>> weights_digest({"w": np.zeros(3)}) == weights_digest({"w": np.zeros(3)})
+        True
+    """
+    digest = hashlib.sha1()
+    for name in sorted(weights):
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(weights[name]).tobytes())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,123 @@
+"""The records the replicas consume and exchange: mini-batches, gradient messages, end markers.
+
+All are plain frozen dataclasses of NumPy arrays and scalars, so they are cheap to build in tests
+and map one to one onto the wire format (:mod:`pyflink_tensair.core.wire`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Mapping, Optional, Tuple, Union
+
+import numpy as np
+
+Scalar = Union[int, float, str, bool, None]
+
+
+@dataclass(frozen=True)
+class SparseGradient:
+    """The gradient of an embedding lookup: only the rows a batch touched.
+
+    ``indices`` are unique row numbers; ``values[i]`` is the summed gradient of row ``indices[i]``.
+
+    Example::
+
+        >>> g = SparseGradient(np.array([3, 7]), np.ones((2, 4), np.float32), (10, 4))
+        >>> g.to_dense().sum(), g.nbytes
+        (np.float32(8.0), 48)
+    """
+
+    indices: np.ndarray
+    values: np.ndarray
+    dense_shape: Tuple[int, ...]
+
+    def __post_init__(self):
+        if self.indices.ndim != 1 or self.values.shape[:1] != self.indices.shape:
+            raise ValueError(
+                "SparseGradient needs 1-D indices and one row of values per index. Received: "
+                f"indices.shape={self.indices.shape}, values.shape={self.values.shape}"
+            )
+        if tuple(self.values.shape[1:]) != tuple(self.dense_shape[1:]):
+            raise ValueError(
+                "SparseGradient rows must match the dense shape. Received: "
+                f"values.shape={self.values.shape}, dense_shape={self.dense_shape}"
+            )
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.indices.nbytes + self.values.nbytes)
+
+    @property
+    def dense_nbytes(self) -> int:
+        return int(np.prod(self.dense_shape)) * self.values.dtype.itemsize
+
+    def to_dense(self) -> np.ndarray:
+        dense = np.zeros(self.dense_shape, dtype=self.values.dtype)
+        np.add.at(dense, self.indices, self.values)
+        return dense
+
+
+Gradient = Union[np.ndarray, SparseGradient]
+Gradients = Dict[str, Gradient]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A mini-batch: model inputs ``x``, optional labels ``y`` and scalar metadata.
+
+    ``meta`` may hold ``id`` (an int that predictions carry back) and ``scheduled_at`` (the wall
+    time, in seconds, the batch was due; used to measure backlog). Models with several inputs take
+    ``x`` as a dict of arrays.
+
+    Example::
+
+        >>> b = Batch(x=np.zeros((4, 3), np.float32), y=np.arange(4), meta={"id": 7})
+        >>> b.size, b.id
+        (4, 7)
+    """
+
+    x: Union[np.ndarray, Mapping[str, np.ndarray]]
+    y: Optional[np.ndarray] = None
+    meta: Mapping[str, Scalar] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        first = next(iter(self.x.values())) if isinstance(self.x, Mapping) else self.x
+        return int(first.shape[0])
+
+    @property
+    def id(self) -> int:
+        return int(self.meta.get("id", -1))
+
+
+@dataclass(frozen=True)
+class GradientMessage:
+    """The sum of one replica's gradients over its local steps ``first_step .. step``.
+
+    ``first_step == step`` when the replica broadcasts every step. Peers de-duplicate messages by
+    ``(sender, step)``.
+    """
+
+    sender: int
+    step: int
+    first_step: int
+    gradients: Gradients
+
+    @property
+    def nbytes(self) -> int:
+        return sum(g.nbytes for g in self.gradients.values())
+
+
+@dataclass(frozen=True)
+class DoneMessage:
+    """A replica's last message: its input has ended and it trained ``final_step`` local steps.
+
+    Peers stop waiting for it (the staleness bound ignores it from then on). The feedback channel
+    ends its stream after relaying this message.
+    """
+
+    sender: int
+    final_step: int
+
+
+PeerMessage = Union[GradientMessage, DoneMessage]

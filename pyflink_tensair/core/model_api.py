@@ -1,0 +1,48 @@
+"""What a replica needs from a model: the seam between the protocol and the ML framework.
+
+The Keras adapter (:mod:`pyflink_tensair.models.keras_adapter`) implements it for real models; the
+NumPy :class:`~pyflink_tensair.testing.LinearModel` implements it for fast, exact tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Optional, Protocol
+
+import numpy as np
+
+from .messages import Batch, Gradients
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one forward pass gives: the prequential loss and accuracy, predictions, gradients.
+
+    ``loss``/``accuracy`` are ``None`` when the batch has no labels (or accuracy does not apply);
+    ``gradients`` is ``None`` for a prediction-only pass.
+    """
+
+    predictions: np.ndarray
+    loss: Optional[float] = None
+    accuracy: Optional[float] = None
+    gradients: Optional[Gradients] = None
+
+
+class TrainableModel(Protocol):
+    def compute_gradients(self, batch: Batch) -> StepResult:
+        """Predicts on ``batch`` with the current weights and returns the gradient of its loss."""
+
+    def evaluate(self, batch: Batch) -> StepResult:
+        """Predicts on ``batch`` (and scores it when it has labels) without computing gradients."""
+
+    def apply_gradients(self, gradients: Gradients) -> None:
+        """Applies one update through the model's own optimizer."""
+
+    def get_state(self) -> Dict[str, np.ndarray]:
+        """Weights and optimizer slots as plain arrays."""
+
+    def set_state(self, state: Dict[str, np.ndarray]) -> None:
+        """Restores what :meth:`get_state` returned."""
+
+    def get_weights(self) -> Dict[str, np.ndarray]:
+        """The trainable weights by name."""

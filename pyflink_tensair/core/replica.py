@@ -1,0 +1,364 @@
+"""One model replica as a state machine: the DASGD protocol with a staleness bound.
+
+The replica reacts to three callbacks and returns what to emit; it never does IO::
+
+    on_batch(batch)       -> predict, then train (or hold the batch while the bound stops it)
+    on_gradient(message)  -> apply a peer's gradient (or note that the peer is done)
+    on_input_end()        -> train what is held, then tell peers it is done
+
+States of a replica::
+
+    RUNNING --on_input_end--> DRAINING --held batches trained, DoneMessage sent--> DONE_SENT
+    DONE_SENT --every peer's DoneMessage received and applied--> FINISHED (FinalModel emitted)
+
+Two update rules, chosen by the staleness bound ``s``:
+
+* ``s = 0`` (synchronous SGD): a replica computes its step-``k`` gradient without applying it and
+  broadcasts it; when the step-``k`` gradients of every replica still training are in, it applies
+  their average, summed in replica order. Every replica applies the same updates in the same
+  order, so replicas stay bit-identical.
+* ``s > 0`` or ``None`` (DASGD, TensAIR's rule): a replica applies its own gradient at once, sums it
+  into an outgoing message sent every ``broadcast_every`` steps, and applies each peer message
+  through its own optimizer in arrival order. With a bound ``s``, it starts local step ``k + 1``
+  only once it has applied every live peer's gradients up to that peer's step ``k - s``;
+  until then arriving batches wait in a bounded buffer. A blocked replica flushes its partial
+  outgoing sum at once, so replicas can never wait on each other in a cycle.
+
+Example (two replicas of a NumPy model, messages routed by hand)::
+
+    >>> from pyflink_tensair.testing import LinearModel
+    >>> r0, r1 = (Replica(i, 2, LinearModel(3, seed=0), staleness_bound=0) for i in range(2))
+    >>> out = r0.on_batch(Batch(np.ones((4, 3), np.float32), np.ones(4, np.float32)))
+    >>> [type(e).__name__ for e in out]
+    ['Prediction', 'Broadcast', 'Metrics']
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Callable, Deque, Dict, List, Optional
+
+import numpy as np
+
+from ..config import Mode
+from . import wire
+from .events import Broadcast, FinalModel, Metrics, Prediction, weights_digest
+from .gradients import average_gradients, dense_nbytes, sum_gradients
+from .messages import Batch, DoneMessage, GradientMessage, Gradients, PeerMessage
+from .model_api import StepResult, TrainableModel
+
+Event = object
+_RATE_WINDOW = 32
+
+
+class Replica:
+    """See the module docstring. ``clock`` returns seconds (``time.time`` by default)."""
+
+    def __init__(self, replica_id: int, replicas: int, model: TrainableModel, *,
+                 staleness_bound: Optional[int] = None, broadcast_every: int = 1,
+                 buffer_capacity: int = 64, mode: Mode = Mode.TRAIN,
+                 clock: Callable[[], float] = time.time):
+        if not 0 <= replica_id < replicas:
+            raise ValueError(f"replica_id must be in [0, {replicas}). Received: replica_id={replica_id}")
+        if staleness_bound == 0 and broadcast_every != 1:
+            raise ValueError("broadcast_every must be 1 when staleness_bound=0")
+        self.id = replica_id
+        self.replicas = replicas
+        self.model = model
+        self.staleness_bound = staleness_bound
+        self.broadcast_every = broadcast_every
+        self.buffer_capacity = buffer_capacity
+        self.mode = Mode(mode)
+        self._clock = clock
+        self._peers = [p for p in range(replicas) if p != replica_id]
+        # counters (part of the snapshot)
+        self.local_step = 0
+        self.model_version = 0
+        self.messages_sent = 0
+        self.bytes_sent = 0
+        self.dense_bytes_sent = 0
+        self.messages_applied = 0
+        self.duplicates_dropped = 0
+        self.bound_overflows = 0
+        # protocol state
+        self._applied: Dict[int, int] = {p: 0 for p in self._peers}  # contiguous high-water step
+        self._applied_ahead: Dict[int, Dict[int, int]] = {p: {} for p in self._peers}  # first -> last
+        self._peer_final: Dict[int, Optional[int]] = {p: None for p in self._peers}
+        self._outgoing: List[Gradients] = []
+        self._outgoing_first = 1
+        self._sync_done = 0  # last step whose averaged update is applied (s = 0)
+        self._sync_pending: Dict[int, Dict[int, Gradients]] = {}
+        self._held: Deque[Batch] = collections.deque()
+        self.input_ended = False
+        self.done_sent = False
+        self.finished = False
+        # observability only
+        self._last_loss: Optional[float] = None
+        self._last_accuracy: Optional[float] = None
+        self._train_times: Deque[float] = collections.deque(maxlen=_RATE_WINDOW)
+        self.initial_digest = weights_digest(model.get_weights())
+
+    # ------------------------------------------------------------------ callbacks
+
+    @property
+    def synchronous(self) -> bool:
+        return self.staleness_bound == 0
+
+    @property
+    def held_batches(self) -> int:
+        return len(self._held)
+
+    def on_batch(self, batch: Batch) -> List[Event]:
+        """A mini-batch arrives. Returns the events to emit."""
+        if self.input_ended:
+            raise RuntimeError(f"replica {self.id} received a batch after its input ended")
+        if self.mode is Mode.SERVE:
+            return self._serve(batch)
+        out: List[Event] = []
+        if self._held or self._blocked():
+            self._held.append(batch)
+            if len(self._held) > self.buffer_capacity:
+                self.bound_overflows += 1
+                self._train(self._held.popleft(), out)
+            if self._blocked():
+                self._flush_outgoing(out)
+        else:
+            self._train(batch, out)
+        self._drain(out)
+        return out
+
+    def on_gradient(self, message: PeerMessage) -> List[Event]:
+        """A peer's message arrives (in the order its channel delivered it)."""
+        if message.sender == self.id or not 0 <= message.sender < self.replicas:
+            raise ValueError(f"replica {self.id} received a message from sender {message.sender}")
+        out: List[Event] = []
+        if isinstance(message, DoneMessage):
+            self._peer_final[message.sender] = message.final_step
+            if self.synchronous:
+                self._complete_sync_steps()
+        elif self._is_duplicate(message):
+            self.duplicates_dropped += 1
+            return out
+        elif self.synchronous:
+            self._sync_pending.setdefault(message.step, {})[message.sender] = message.gradients
+            self._complete_sync_steps()
+        else:
+            self.model.apply_gradients(message.gradients)
+            self.model_version += 1
+            self.messages_applied += 1
+            self._mark_applied(message.sender, message.first_step, message.step)
+        self._drain(out)
+        return out
+
+    def on_input_end(self) -> List[Event]:
+        """This replica's input has ended: train what is held as peers allow, then finish."""
+        self.input_ended = True
+        out: List[Event] = []
+        self._drain(out)
+        return out
+
+    # ------------------------------------------------------------------ staleness
+
+    def _progress(self, peer: int) -> int:
+        return self._applied[peer]
+
+    def _staleness(self) -> int:
+        if self.synchronous:
+            return self.local_step - self._sync_done
+        if not self._peers:
+            return 0
+        return max(0, self.local_step - min(self._progress(p) for p in self._peers))
+
+    def _blocked(self) -> bool:
+        """Whether local step ``local_step + 1`` must wait for peers."""
+        if self.synchronous:
+            return self._sync_done < self.local_step
+        if self.staleness_bound is None:
+            return False
+        need = self.local_step - self.staleness_bound
+        return any(self._peer_final[p] is None and self._progress(p) < need for p in self._peers)
+
+    def _is_duplicate(self, message: GradientMessage) -> bool:
+        if self.synchronous:
+            return message.step <= self._sync_done or message.sender in self._sync_pending.get(message.step, {})
+        return message.step <= self._applied[message.sender] or (
+            message.first_step in self._applied_ahead[message.sender])
+
+    def _mark_applied(self, sender: int, first: int, last: int) -> None:
+        ahead = self._applied_ahead[sender]
+        ahead[first] = last
+        while self._applied[sender] + 1 in ahead:  # absorb every message that is now contiguous
+            self._applied[sender] = ahead.pop(self._applied[sender] + 1)
+
+    # ------------------------------------------------------------------ training
+
+    def _serve(self, batch: Batch) -> List[Event]:
+        result = self.model.evaluate(batch)
+        self._note_scores(result)
+        return [self._prediction(batch, result), self._metrics("batch", batch)]
+
+    def _train(self, batch: Batch, out: List[Event]) -> None:
+        staleness = self._staleness()
+        result = self.model.compute_gradients(batch)
+        out.append(self._prediction(batch, result))
+        self.local_step += 1
+        if self.synchronous:
+            self._sync_pending.setdefault(self.local_step, {})[self.id] = result.gradients
+            self._send(GradientMessage(self.id, self.local_step, self.local_step, result.gradients), out)
+            self._complete_sync_steps()
+        else:
+            self.model.apply_gradients(result.gradients)
+            self.model_version += 1
+            if not self._outgoing:
+                self._outgoing_first = self.local_step
+            self._outgoing.append(result.gradients)
+            if len(self._outgoing) >= self.broadcast_every:
+                self._flush_outgoing(out)
+        self._note_scores(result)
+        self._train_times.append(self._clock())
+        out.append(self._metrics("batch", batch, staleness))
+
+    def _complete_sync_steps(self) -> None:
+        """Applies the averaged update of every step whose contributions are all in."""
+        while True:
+            step = self._sync_done + 1
+            contributors = [r for r in range(self.replicas) if self._contributes(r, step)]
+            pending = self._sync_pending.get(step, {})
+            if not contributors or any(r not in pending for r in contributors):
+                return
+            self.model.apply_gradients(average_gradients([pending[r] for r in contributors]))
+            self.model_version += 1
+            self.messages_applied += len(contributors) - (self.id in contributors)
+            del self._sync_pending[step]
+            self._sync_done = step
+
+    def _contributes(self, replica: int, step: int) -> bool:
+        if replica == self.id:
+            return step <= self.local_step or not self.done_sent
+        final = self._peer_final[replica]
+        return final is None or step <= final
+
+    def _flush_outgoing(self, out: List[Event]) -> None:
+        if not self._outgoing:
+            return
+        total = self._outgoing[0] if len(self._outgoing) == 1 else sum_gradients(self._outgoing)
+        self._outgoing = []
+        self._send(GradientMessage(self.id, self.local_step, self._outgoing_first, total), out)
+
+    def _send(self, message: PeerMessage, out: List[Event]) -> None:
+        if not self._peers:
+            return
+        self.messages_sent += 1
+        if isinstance(message, GradientMessage):
+            self.bytes_sent += message.nbytes
+            self.dense_bytes_sent += dense_nbytes(message.gradients)
+        out.append(Broadcast(message))
+
+    def _drain(self, out: List[Event]) -> None:
+        """Trains held batches while the bound allows, then moves towards the end states."""
+        while self._held and not self._blocked():
+            self._train(self._held.popleft(), out)
+        if self._held and self._blocked():
+            self._flush_outgoing(out)
+        if self.input_ended and not self._held and not self.done_sent:
+            self._flush_outgoing(out)
+            self._send(DoneMessage(self.id, self.local_step), out)
+            self.done_sent = True
+            if self.synchronous:
+                self._complete_sync_steps()
+        if self.done_sent and not self.finished and self._all_peers_done():
+            self.finished = True
+            out.append(self._metrics("final", None))
+            out.append(FinalModel(self.id, self.model_version, self.model.get_weights(), self.initial_digest))
+
+    def _all_peers_done(self) -> bool:
+        if any(self._peer_final[p] is None for p in self._peers):
+            return False
+        if self.synchronous:
+            last = max([self.local_step, *(f for f in self._peer_final.values())])
+            return self._sync_done >= last
+        return all(self._applied[p] >= self._peer_final[p] for p in self._peers)
+
+    # ------------------------------------------------------------------ outputs
+
+    def _note_scores(self, result: StepResult) -> None:
+        if result.loss is not None:
+            self._last_loss = result.loss
+        if result.accuracy is not None:
+            self._last_accuracy = result.accuracy
+
+    def _prediction(self, batch: Batch, result: StepResult) -> Prediction:
+        return Prediction(self.id, batch.id, self.model_version, result.predictions,
+                          result.loss, result.accuracy, batch.meta)
+
+    def batches_per_s(self) -> float:
+        times = self._train_times
+        if len(times) < 2 or times[-1] <= times[0]:
+            return 0.0
+        return (len(times) - 1) / (times[-1] - times[0])
+
+    def _metrics(self, phase: str, batch: Optional[Batch], staleness: Optional[int] = None) -> Metrics:
+        now = self._clock()
+        scheduled = batch.meta.get("scheduled_at") if batch is not None else None
+        return Metrics(
+            replica=self.id, phase=phase, time=now, local_step=self.local_step,
+            model_version=self.model_version, loss=self._last_loss, accuracy=self._last_accuracy,
+            staleness=self._staleness() if staleness is None else staleness,
+            batches_per_s=self.batches_per_s(), held_batches=len(self._held),
+            messages_sent=self.messages_sent, bytes_sent=self.bytes_sent,
+            dense_bytes_sent=self.dense_bytes_sent, messages_applied=self.messages_applied,
+            duplicates_dropped=self.duplicates_dropped, bound_overflows=self.bound_overflows,
+            batch_id=batch.id if batch is not None else -1,
+            delay_s=(now - scheduled) if isinstance(scheduled, (int, float)) else None)
+
+    # ------------------------------------------------------------------ state
+
+    _COUNTERS = ("local_step", "model_version", "messages_sent", "bytes_sent", "dense_bytes_sent",
+                 "messages_applied", "duplicates_dropped", "bound_overflows", "_sync_done",
+                 "_outgoing_first", "input_ended", "done_sent", "finished")
+
+    def snapshot(self) -> Dict[str, np.ndarray]:
+        """Everything the replica needs to resume, as a flat dict of plain arrays.
+
+        Held batches, an unsent outgoing sum and pending synchronous contributions are kept as
+        encoded records (``uint8`` arrays), so nothing that reached the replica is lost.
+        """
+        state = {f"model/{k}": np.array(v) for k, v in self.model.get_state().items()}
+        state["counters"] = np.array([int(getattr(self, c)) for c in self._COUNTERS], np.int64)
+        state["applied"] = np.array([self._applied.get(p, 0) for p in range(self.replicas)], np.int64)
+        state["peer_final"] = np.array(
+            [-1 if self._peer_final.get(p) is None else self._peer_final[p] for p in range(self.replicas)], np.int64)
+        for i, batch in enumerate(self._held):
+            state[f"held/{i:06d}"] = _as_uint8(wire.encode_batch(batch))
+        if self._outgoing:
+            outgoing = GradientMessage(self.id, self.local_step, self._outgoing_first, sum_gradients(self._outgoing))
+            state["outgoing"] = _as_uint8(wire.encode_message(outgoing))
+        for step, contributions in self._sync_pending.items():
+            for sender, grads in contributions.items():
+                state[f"sync/{step}/{sender}"] = _as_uint8(wire.encode_message(GradientMessage(sender, step, step, grads)))
+        for sender, ahead in self._applied_ahead.items():
+            if ahead:
+                state[f"ahead/{sender}"] = np.array(sorted(ahead.items()), np.int64)
+        return state
+
+    def restore(self, state: Dict[str, np.ndarray]) -> None:
+        """Resumes from what :meth:`snapshot` returned (weights, slots, counters, held batches)."""
+        self.model.set_state({k[len("model/"):]: v for k, v in state.items() if k.startswith("model/")})
+        for name, value in zip(self._COUNTERS, state["counters"].tolist()):
+            setattr(self, name, bool(value) if name in ("input_ended", "done_sent", "finished") else int(value))
+        self._applied = {p: int(state["applied"][p]) for p in self._peers}
+        self._peer_final = {p: None if state["peer_final"][p] < 0 else int(state["peer_final"][p]) for p in self._peers}
+        self._held = collections.deque(wire.decode_batch(state[k].tobytes()) for k in sorted(state) if k.startswith("held/"))
+        self._outgoing = [wire.decode_message(state["outgoing"].tobytes()).gradients] if "outgoing" in state else []
+        self._sync_pending = {}
+        for key in sorted(k for k in state if k.startswith("sync/")):
+            message = wire.decode_message(state[key].tobytes())
+            self._sync_pending.setdefault(message.step, {})[message.sender] = message.gradients
+        self._applied_ahead = {p: {} for p in self._peers}
+        for key in (k for k in state if k.startswith("ahead/")):
+            self._applied_ahead[int(key.split("/")[1])] = {int(a): int(b) for a, b in state[key]}
+
+
+def _as_uint8(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8).copy()

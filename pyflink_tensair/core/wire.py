@@ -1,0 +1,311 @@
+"""The byte format of everything that travels between operators. No pickle on any data path.
+
+Layout of one record (all integers little-endian)::
+
+    0  4 bytes  magic b"TSNR"
+    4  u8       format version (1)
+    5  u8       kind: 1 batch, 2 gradient message, 3 done marker, 4 tensors, 5 start marker
+    6  u16      reserved, 0
+    8  u32      header length H
+    12 H bytes  header: UTF-8 JSON {"meta": {...}, "tensors": [{name, dtype, shape, offset, nbytes}]}
+    ... zero padding to a multiple of 8, then the raw array data; each array starts at a multiple
+        of 8 from the start of the data section, at the offset its header entry gives.
+
+The Java feedback channel reads byte 5 to find the done marker that ends its stream; keep it there.
+
+Decoding checks every field and raises :class:`~pyflink_tensair.errors.WireFormatError` on bad
+bytes. Arrays are decoded without copying (read-only views on the record).
+
+Example::
+
+    >>> b = Batch(x=np.ones((2, 3), np.float32), y=np.array([0, 1]), meta={"id": 5})
+    >>> decode_batch(encode_batch(b)).meta["id"]
+    5
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Dict, Mapping, Tuple
+
+import numpy as np
+
+from ..errors import WireFormatError
+from .messages import Batch, DoneMessage, GradientMessage, PeerMessage, SparseGradient
+
+MAGIC = b"TSNR"
+VERSION = 1
+KIND_BATCH = 1
+KIND_GRADIENT = 2
+KIND_DONE = 3
+KIND_TENSORS = 4
+KIND_START = 5
+KIND_OFFSET = 5  # where the Java channel looks for KIND_DONE
+_KIND_NAMES = {KIND_BATCH: "batch", KIND_GRADIENT: "gradient", KIND_DONE: "done", KIND_TENSORS: "tensors",
+               KIND_START: "start"}
+
+_PREFIX = struct.Struct("<4sBBHI")
+_ALIGN = 8
+_DTYPES = {np.dtype(t).str for t in (
+    np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+    np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)}
+_MAX_HEADER = 16 * 1024 * 1024
+_SPARSE_INDICES = "@indices"
+_SPARSE_VALUES = "@values"
+_X_PREFIX = "x."
+
+
+def _pad(n: int) -> int:
+    return (-n) % _ALIGN
+
+
+def _check_meta(meta: Mapping) -> Dict:
+    for key, value in meta.items():
+        if not isinstance(key, str):
+            raise WireFormatError(f"meta keys must be strings. Received: {key!r}")
+        if isinstance(value, (list, tuple)):
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                raise WireFormatError(f"meta[{key!r}] lists may hold ints only. Received: {value!r}")
+        elif isinstance(value, (np.integer, np.floating)):
+            raise WireFormatError(f"meta[{key!r}] must be a Python scalar, not {type(value).__name__}")
+        elif value is not None and not isinstance(value, (int, float, str, bool)):
+            raise WireFormatError(
+                f"meta[{key!r}] must be an int, float, str, bool, None or list of ints. "
+                f"Received: {type(value).__name__}"
+            )
+    return dict(meta)
+
+
+def encode_record(kind: int, meta: Mapping, tensors: Mapping[str, np.ndarray]) -> bytes:
+    """Encodes a record of any kind: scalar ``meta`` plus named arrays."""
+    if kind not in _KIND_NAMES:
+        raise WireFormatError(f"kind must be one of {sorted(_KIND_NAMES)}. Received: kind={kind!r}")
+    entries, chunks, offset = [], [], 0
+    for name, array in tensors.items():
+        array = np.asarray(array)
+        if array.dtype.str not in _DTYPES:
+            swapped = array.dtype.newbyteorder("<")
+            if swapped.str not in _DTYPES:
+                raise WireFormatError(f"tensor {name!r} has unsupported dtype {array.dtype}")
+            array = array.astype(swapped)
+        array = np.ascontiguousarray(array)
+        entries.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape),
+                        "offset": offset, "nbytes": array.nbytes})
+        chunks.append(memoryview(array).cast("B") if array.nbytes else b"")
+        offset += array.nbytes
+        chunks.append(b"\0" * _pad(offset))
+        offset += _pad(offset)
+    header = json.dumps({"meta": _check_meta(meta), "tensors": entries},
+                        separators=(",", ":"), allow_nan=True).encode("utf-8")
+    head = _PREFIX.pack(MAGIC, VERSION, kind, 0, len(header)) + header
+    head += b"\0" * _pad(len(head))
+    return b"".join([head, *chunks])
+
+
+def peek_kind(data: bytes) -> int:
+    """The kind byte of a record, after checking its prefix."""
+    _parse_prefix(data)
+    return data[KIND_OFFSET]
+
+
+def _parse_prefix(data) -> Tuple[int, int]:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise WireFormatError(f"expected bytes, received {type(data).__name__}")
+    if len(data) < _PREFIX.size:
+        raise WireFormatError(f"record too short: {len(data)} bytes, the prefix alone is {_PREFIX.size}")
+    magic, version, kind, reserved, header_len = _PREFIX.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise WireFormatError(f"not a pyflink_tensair record: magic {bytes(magic)!r}, expected {MAGIC!r}")
+    if version != VERSION:
+        raise WireFormatError(f"unsupported format version {version}; this build reads version {VERSION}")
+    if kind not in _KIND_NAMES:
+        raise WireFormatError(f"unknown record kind {kind}")
+    if reserved != 0:
+        raise WireFormatError(f"reserved field must be 0, found {reserved}")
+    if header_len > _MAX_HEADER or _PREFIX.size + header_len > len(data):
+        raise WireFormatError(f"header length {header_len} runs past the record of {len(data)} bytes")
+    return kind, header_len
+
+
+def _check_entry(entry, data_len: int, previous_end: int) -> Tuple[str, np.dtype, tuple, int, int]:
+    if not isinstance(entry, dict) or set(entry) != {"name", "dtype", "shape", "offset", "nbytes"}:
+        raise WireFormatError(f"bad tensor entry {entry!r}")
+    name, dtype, shape, offset, nbytes = (entry[k] for k in ("name", "dtype", "shape", "offset", "nbytes"))
+    if not isinstance(name, str) or not name:
+        raise WireFormatError(f"tensor name must be a non-empty string, found {name!r}")
+    if dtype not in _DTYPES:
+        raise WireFormatError(f"tensor {name!r}: unsupported dtype {dtype!r}")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise WireFormatError(f"tensor {name!r}: shape must be a list of ints >= 0, found {shape!r}")
+    for field_name, value in (("offset", offset), ("nbytes", nbytes)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise WireFormatError(f"tensor {name!r}: {field_name} must be an int >= 0, found {value!r}")
+    dt = np.dtype(dtype)
+    if nbytes != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
+        raise WireFormatError(f"tensor {name!r}: {nbytes} bytes do not hold shape {shape} of {dtype}")
+    if offset % _ALIGN or offset < previous_end:
+        raise WireFormatError(f"tensor {name!r}: offset {offset} is misaligned or overlaps the previous tensor")
+    if offset + nbytes > data_len:
+        raise WireFormatError(f"tensor {name!r}: data runs past the end of the record")
+    return name, dt, tuple(shape), offset, nbytes
+
+
+def read_header(data) -> Tuple[int, Dict]:
+    """``(kind, meta)`` of a record without touching its arrays (for routing)."""
+    kind, header_len = _parse_prefix(data)
+    try:
+        header = json.loads(bytes(data[_PREFIX.size:_PREFIX.size + header_len]).decode("utf-8"))
+        meta = header["meta"]
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
+        raise WireFormatError(f"record header is not valid: {err!r}") from None
+    if not isinstance(meta, dict):
+        raise WireFormatError("record header: 'meta' must be an object")
+    return kind, meta
+
+
+def decode_record(data) -> Tuple[int, Dict, Dict[str, np.ndarray]]:
+    """Decodes any record into ``(kind, meta, tensors)``, checking every field."""
+    kind, header_len = _parse_prefix(data)
+    try:
+        header = json.loads(bytes(data[_PREFIX.size:_PREFIX.size + header_len]).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise WireFormatError(f"record header is not valid UTF-8 JSON: {err}") from None
+    if not isinstance(header, dict) or set(header) != {"meta", "tensors"}:
+        raise WireFormatError("record header must be an object with exactly 'meta' and 'tensors'")
+    meta, entries = header["meta"], header["tensors"]
+    if not isinstance(meta, dict) or not isinstance(entries, list):
+        raise WireFormatError("record header: 'meta' must be an object and 'tensors' a list")
+    _check_meta(meta)
+    start = _PREFIX.size + header_len
+    start += _pad(start)
+    buffer = memoryview(data)[start:] if start <= len(data) else memoryview(b"")
+    tensors, end = {}, 0
+    for entry in entries:
+        name, dt, shape, offset, nbytes = _check_entry(entry, len(buffer), end)
+        if name in tensors:
+            raise WireFormatError(f"tensor {name!r} appears twice")
+        tensors[name] = np.frombuffer(buffer, dtype=dt, count=nbytes // dt.itemsize, offset=offset).reshape(shape)
+        end = offset + nbytes + _pad(offset + nbytes)
+    if len(buffer) != end and not (not entries and len(buffer) == 0):
+        raise WireFormatError(f"record has {len(buffer) - end} unexpected trailing bytes")
+    return kind, meta, tensors
+
+
+def _expect_kind(kind: int, expected: int) -> None:
+    if kind != expected:
+        raise WireFormatError(f"expected a {_KIND_NAMES[expected]} record, got a {_KIND_NAMES[kind]} record")
+
+
+def _require_meta_int(meta: Mapping, key: str, minimum: int) -> int:
+    value = meta.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise WireFormatError(f"meta field {key!r} must be an int >= {minimum}, found {value!r}")
+    return value
+
+
+# --- mini-batches -------------------------------------------------------------------------------
+
+def encode_batch(batch: Batch) -> bytes:
+    """Encodes a :class:`Batch`; a dict ``x`` travels as tensors ``x.<input name>``."""
+    tensors = ({_X_PREFIX + k: v for k, v in batch.x.items()} if isinstance(batch.x, Mapping)
+               else {"x": batch.x})
+    if batch.y is not None:
+        tensors["y"] = batch.y
+    return encode_record(KIND_BATCH, batch.meta, tensors)
+
+
+def decode_batch(data) -> Batch:
+    kind, meta, tensors = decode_record(data)
+    _expect_kind(kind, KIND_BATCH)
+    y = tensors.pop("y", None)
+    if "x" in tensors:
+        x = tensors.pop("x")
+    else:
+        x = {k[len(_X_PREFIX):]: tensors.pop(k) for k in list(tensors) if k.startswith(_X_PREFIX)}
+        if not x:
+            raise WireFormatError("batch record has no 'x' tensor")
+    if tensors:
+        raise WireFormatError(f"batch record has unexpected tensors {sorted(tensors)}")
+    sizes = {a.shape[0] if a.ndim else None for a in ([*x.values()] if isinstance(x, dict) else [x])}
+    if y is not None:
+        sizes.add(y.shape[0] if y.ndim else None)
+    if len(sizes) != 1 or None in sizes:
+        raise WireFormatError(f"batch tensors disagree on the batch size: {sorted(map(str, sizes))}")
+    return Batch(x=x, y=y, meta=meta)
+
+
+# --- peer messages ------------------------------------------------------------------------------
+
+def encode_message(message: PeerMessage) -> bytes:
+    if isinstance(message, DoneMessage):
+        return encode_record(KIND_DONE, {"sender": message.sender, "final_step": message.final_step}, {})
+    tensors, sparse = {}, {}
+    for name, grad in message.gradients.items():
+        if isinstance(grad, SparseGradient):
+            tensors[name + _SPARSE_INDICES] = grad.indices
+            tensors[name + _SPARSE_VALUES] = grad.values
+            sparse[name] = list(grad.dense_shape)
+        else:
+            tensors[name] = grad
+    meta = {"sender": message.sender, "step": message.step, "first_step": message.first_step,
+            "sparse": json.dumps(sparse, separators=(",", ":")), "order": json.dumps(list(message.gradients))}
+    return encode_record(KIND_GRADIENT, meta, tensors)
+
+
+def decode_message(data) -> PeerMessage:
+    """Decodes a gradient message or a done marker."""
+    kind, meta, tensors = decode_record(data)
+    if kind == KIND_DONE:
+        return DoneMessage(_require_meta_int(meta, "sender", 0), _require_meta_int(meta, "final_step", 0))
+    _expect_kind(kind, KIND_GRADIENT)
+    sender = _require_meta_int(meta, "sender", 0)
+    step = _require_meta_int(meta, "step", 1)
+    first_step = _require_meta_int(meta, "first_step", 1)
+    if first_step > step:
+        raise WireFormatError(f"first_step {first_step} is after step {step}")
+    try:
+        sparse = json.loads(meta["sparse"])
+        order = json.loads(meta["order"])
+    except (KeyError, TypeError, json.JSONDecodeError):
+        raise WireFormatError("gradient record needs JSON meta fields 'sparse' and 'order'") from None
+    if not isinstance(sparse, dict) or not isinstance(order, list):
+        raise WireFormatError("gradient record: 'sparse' must be an object and 'order' a list")
+    gradients = {}
+    for name in order:
+        if name in sparse:
+            try:
+                indices = tensors.pop(name + _SPARSE_INDICES)
+                values = tensors.pop(name + _SPARSE_VALUES)
+                gradients[name] = SparseGradient(indices, values, tuple(sparse[name]))
+            except (KeyError, ValueError, TypeError) as err:
+                raise WireFormatError(f"sparse gradient {name!r} is malformed: {err}") from None
+            if indices.dtype.kind not in "iu" or (indices.size and (indices.min() < 0 or indices.max() >= sparse[name][0])):
+                raise WireFormatError(f"sparse gradient {name!r} has indices outside its table")
+        elif name in tensors:
+            gradients[name] = tensors.pop(name)
+        else:
+            raise WireFormatError(f"gradient record lists {name!r} but carries no such tensor")
+    if tensors:
+        raise WireFormatError(f"gradient record has unexpected tensors {sorted(tensors)}")
+    return GradientMessage(sender=sender, step=step, first_step=first_step, gradients=gradients)
+
+
+# --- start markers -----------------------------------------------------------------------------
+
+def encode_start(replica: int) -> bytes:
+    """The marker that reaches replica ``replica`` first, even when no batch ever does."""
+    return encode_record(KIND_START, {"replica": replica}, {})
+
+
+# --- tensors (predictions, model snapshots) -----------------------------------------------------
+
+def encode_tensors(tensors: Mapping[str, np.ndarray], meta: Mapping = None) -> bytes:
+    return encode_record(KIND_TENSORS, meta or {}, tensors)
+
+
+def decode_tensors(data) -> Tuple[Dict, Dict[str, np.ndarray]]:
+    """Decodes a tensors record (predictions, model snapshots) into ``(meta, tensors)``."""
+    kind, meta, tensors = decode_record(data)
+    _expect_kind(kind, KIND_TENSORS)
+    return meta, tensors

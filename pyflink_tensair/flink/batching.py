@@ -1,0 +1,86 @@
+"""``to_batches``: turns a stream of single records into a stream of encoded mini-batches."""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Sequence
+
+import numpy as np
+from pyflink.common import Types
+from pyflink.datastream import KeyedProcessFunction
+
+from ..core import wire
+from ..core.messages import Batch
+from ..errors import ConfigError
+from . import types
+from .functions import END_OF_TIME
+
+
+def collate_pairs(records: Sequence) -> Batch:
+    """Default collate: each record is ``(features, label)`` (a tuple, list or Row); labels optional."""
+    if not all(len(r) in (1, 2) for r in records):
+        raise ValueError("to_batches' default collate takes records of the form (features, label)")
+    x = np.asarray([r[0] for r in records], dtype=np.float32)
+    y = np.asarray([r[1] for r in records]) if len(records[0]) == 2 else None
+    return Batch(x=x, y=y)
+
+
+class _Batcher(KeyedProcessFunction):
+    def __init__(self, batch_size: int, collate: Callable, max_wait_ms: Optional[int]):
+        self._batch_size = batch_size
+        self._collate = collate
+        self._max_wait_ms = max_wait_ms
+
+    def open(self, runtime_context):
+        self._buffer: List = []
+        self._count = 0
+        self._timer_registered = False
+        self._deadline = None
+
+    def _flush(self):
+        batch = self._collate(self._buffer)
+        self._buffer = []
+        self._deadline = None
+        meta = dict(batch.meta)
+        meta.setdefault("id", self._count)
+        self._count += 1
+        return wire.encode_batch(Batch(batch.x, batch.y, meta))
+
+    def process_element(self, value, ctx):
+        if not self._timer_registered:
+            ctx.timer_service().register_event_time_timer(END_OF_TIME)
+            self._timer_registered = True
+        self._buffer.append(value)
+        if len(self._buffer) >= self._batch_size:
+            yield self._flush()
+        elif self._max_wait_ms and self._deadline is None:
+            self._deadline = ctx.timer_service().current_processing_time() + self._max_wait_ms
+            ctx.timer_service().register_processing_time_timer(self._deadline)
+
+    def on_timer(self, timestamp, ctx):
+        due = timestamp == END_OF_TIME or (self._deadline is not None and timestamp >= self._deadline)
+        if self._buffer and due:
+            yield self._flush()
+
+
+def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch] = collate_pairs,
+               max_wait_ms: Optional[int] = None, name: str = "tensair"):
+    """Groups ``records`` into mini-batches of ``batch_size`` (the last one may be smaller).
+
+    ``collate`` turns a list of records into a :class:`~pyflink_tensair.Batch`. With
+    ``max_wait_ms``, a partial batch is also sent once its first record has waited that long, so a
+    slow stream still trains. Batches get consecutive ids. Runs as one subtask (batch order is
+    the arrival order).
+
+    Example::
+
+        records = env.from_collection([([0.1, 0.2], 1), ([0.3, 0.4], 0)], type_info=Types.PICKLED_BYTE_ARRAY())
+        batches = to_batches(records, batch_size=2)
+    """
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ConfigError(f"batch_size must be an int >= 1. Received: batch_size={batch_size!r}")
+    if max_wait_ms is not None and (not isinstance(max_wait_ms, int) or max_wait_ms < 1):
+        raise ConfigError(f"max_wait_ms must be an int >= 1 or None. Received: max_wait_ms={max_wait_ms!r}")
+    keyed = records.key_by(lambda _: 0, key_type=Types.INT())
+    keyed._j_data_stream.getTransformation().getInputs()[0].setUid(f"{name}-batcher-key")
+    return (keyed.process(_Batcher(batch_size, collate, max_wait_ms), output_type=types.bytes_type())
+            .name(f"{name}: to mini-batches").uid(f"{name}-batcher").set_parallelism(1))

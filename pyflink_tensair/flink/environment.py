@@ -1,0 +1,60 @@
+"""Job-wide settings the replicas need: latency of the loop, Python worker mode, the channel jar."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..config import TrainConfig, WorkerMode
+from ..errors import ConfigError
+
+_WORKER_MODE_VARIABLE = "_python_worker_execution_mode"  # read by PyFlink when the job starts
+
+
+def _env_configuration(env):
+    from pyflink.common import Configuration
+    from pyflink.util.java_utils import get_j_env_configuration
+
+    return Configuration(j_configuration=get_j_env_configuration(env._j_stream_execution_environment))
+
+
+def is_local(env) -> bool:
+    from pyflink.util.java_utils import get_j_env_configuration, is_local_deployment
+
+    return bool(is_local_deployment(get_j_env_configuration(env._j_stream_execution_environment)))
+
+
+def prepare_environment(env, config: TrainConfig) -> None:
+    """Applies the latency settings, process-mode workers and the interpreter to ``env``."""
+    conf = _env_configuration(env)
+    if conf.get_string("python.execution-mode", "process") == "thread":
+        raise ConfigError(
+            "python.execution-mode must be 'process' for jobs that hold Keras models (TensorFlow "
+            "deadlocks in thread mode). Received: python.execution-mode='thread'")
+    conf.set_string("python.execution-mode", "process")
+    for key in ("python.executable", "python.client.executable"):
+        if not conf.contains_key(key):
+            conf.set_string(key, sys.executable)
+    if config.latency is not None:
+        for key, value in config.latency.as_flink_options().items():
+            if key.startswith("python."):
+                conf.set_string(key, value)
+        env.set_buffer_timeout(config.latency.buffer_timeout_ms)
+    # A local mini-cluster runs Python functions inside the client ("loopback") unless told
+    # otherwise; a cluster always uses worker processes.
+    if config.workers is WorkerMode.PROCESS:
+        os.environ[_WORKER_MODE_VARIABLE] = "process"
+    elif is_local(env):
+        os.environ[_WORKER_MODE_VARIABLE] = "loopback"
+
+
+def add_channel_jar(env) -> str:
+    """Builds (once) and adds the feedback-channel jar to the job; returns its path."""
+    from ..feedback import channel_jar
+
+    path = channel_jar()
+    url = "file://" + path
+    conf = _env_configuration(env)
+    if url not in conf.get_string("pipeline.jars", ""):
+        env.add_jars(url)
+    return path

@@ -1,0 +1,135 @@
+"""The PyFlink functions of the training graph. They translate callbacks; the replica decides.
+
+``RouteBatches`` deals mini-batches round-robin to the replicas' keys, ``ReplicaFunction`` hosts one
+:class:`~pyflink_tensair.core.replica.Replica` per subtask, ``FanOut`` copies each message that
+comes back through the feedback channel to every other replica.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from pyflink.common import Row
+from pyflink.datastream import KeyedCoProcessFunction, ProcessFunction, RuntimeContext
+
+from ..config import TrainConfig
+from ..core import wire
+from ..core.events import Broadcast, FinalModel, Metrics, Prediction
+from ..core.replica import Replica
+from . import types
+
+END_OF_TIME = 2 ** 63 - 1  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
+
+
+class RouteBatches(ProcessFunction):
+    """Gives each encoded batch the key of the next replica; start markers go to their replica."""
+
+    def __init__(self, keys: List[int]):
+        self._keys = keys
+        self._next = 0
+
+    def open(self, runtime_context: RuntimeContext):
+        self._next = runtime_context.get_index_of_this_subtask() % len(self._keys)
+
+    def process_element(self, value, ctx):
+        kind, meta = wire.read_header(value)
+        if kind == wire.KIND_START:
+            yield Row(self._keys[meta["replica"]], value)
+        elif kind == wire.KIND_BATCH:
+            yield Row(self._keys[self._next], value)
+            self._next = (self._next + 1) % len(self._keys)
+        else:
+            raise wire.WireFormatError(f"the batch stream carried a record of kind {kind}, not a mini-batch")
+
+
+class FanOut(ProcessFunction):
+    """Copies a replica's message to every other replica's key."""
+
+    def __init__(self, keys: List[int]):
+        self._keys = keys
+
+    def process_element(self, value, ctx):
+        sender = wire.read_header(value)[1]["sender"]
+        for replica, key in enumerate(self._keys):
+            if replica != sender:
+                yield Row(key, value)
+
+
+class ReplicaFunction(KeyedCoProcessFunction):
+    """Input 1: ``Row(key, batch or start marker)``; input 2: ``Row(key, peer message)``.
+
+    Main output: prediction rows. Side outputs: metrics (JSON), feedback (encoded messages for
+    the channel), models (each replica's final weights).
+    """
+
+    def __init__(self, model_spec, config: TrainConfig, keys: List[int]):
+        self._spec = model_spec
+        self._config = config
+        self._keys = keys
+        self._replica = None
+
+    def open(self, runtime_context: RuntimeContext):
+        from ..models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads, load_model
+
+        cfg = self._config
+        index = runtime_context.get_index_of_this_subtask()
+        configure_tensorflow_threads(cfg.tf_intra_op_threads)
+        model = KerasModelAdapter(load_model(self._spec, seed=cfg.seed))
+        self._replica = Replica(index, cfg.replicas, model, staleness_bound=cfg.staleness_bound,
+                                broadcast_every=cfg.broadcast_every, buffer_capacity=cfg.buffer_capacity,
+                                mode=cfg.mode)
+        self._metrics_tag = types.metrics_tag(cfg.name)
+        self._feedback_tag = types.feedback_tag(cfg.name)
+        self._models_tag = types.models_tag(cfg.name)
+        self._timer_registered = False
+        self._last: Metrics = None
+        self._register_gauges(runtime_context.get_metrics_group().add_group("tensair"))
+
+    def _register_gauges(self, group) -> None:
+        # PyFlink gauges carry integers only: fractional values are scaled (loss_x1e6 = loss * 1e6).
+        def gauge(name, read, scale=1):
+            group.gauge(name, lambda: int(round((read(self._last) or 0) * scale)) if self._last else 0)
+
+        gauge("loss_x1e6", lambda m: m.loss, 1e6)
+        gauge("accuracy_x1e6", lambda m: m.accuracy, 1e6)
+        gauge("model_version", lambda m: m.model_version)
+        gauge("local_step", lambda m: m.local_step)
+        gauge("staleness", lambda m: m.staleness)
+        gauge("batches_per_s_x1000", lambda m: m.batches_per_s, 1e3)
+        gauge("held_batches", lambda m: m.held_batches)
+
+    def _check_key(self, key, ctx) -> None:
+        if key != self._keys[self._replica.id]:
+            raise RuntimeError(
+                f"subtask {self._replica.id} received key {key}, expected {self._keys[self._replica.id]}: "
+                "replica pinning is broken (was the operator's max parallelism changed?)")
+        if not self._timer_registered:
+            ctx.timer_service().register_event_time_timer(END_OF_TIME)
+            self._timer_registered = True
+
+    def process_element1(self, value, ctx):
+        self._check_key(value[0], ctx)
+        payload = value[1]
+        if wire.peek_kind(payload) == wire.KIND_START:
+            return
+        yield from self._emit(self._replica.on_batch(wire.decode_batch(payload)))
+
+    def process_element2(self, value, ctx):
+        self._check_key(value[0], ctx)
+        yield from self._emit(self._replica.on_gradient(wire.decode_message(value[1])))
+
+    def on_timer(self, timestamp, ctx):
+        if timestamp == END_OF_TIME and not self._replica.input_ended:
+            yield from self._emit(self._replica.on_input_end())
+
+    def _emit(self, events):
+        for event in events:
+            if isinstance(event, Prediction):
+                yield types.prediction_row(event)
+            elif isinstance(event, Metrics):
+                self._last = event
+                yield self._metrics_tag, event.to_json()
+            elif isinstance(event, Broadcast):
+                yield self._feedback_tag, wire.encode_message(event.message)
+            elif isinstance(event, FinalModel):
+                yield self._models_tag, types.encode_final_model(event)

@@ -1,0 +1,144 @@
+"""``train()``: wires the replicas and their gradient loop into the batches' Flink job.
+
+Operator graph (``N`` = ``config.replicas``; every operator named ``<name>: ...`` with a uid)::
+
+    batches ─┐
+    start ───┴─► route (round-robin key) ─► key_by ─┐
+                                                    ├─► replicas (N) ─► predictions (main output)
+    feedback source (N) ─► fan-out ─► key_by ───────┘      ├─► metrics (side output, JSON)
+          ▲ in-JVM queue, subtask i ◄─ subtask i           ├─► models (side output, final weights)
+          └──────────── feedback sink (N) ◄────────────────┘   feedback (side output)
+
+The feedback sink and source are Java (``pyflink_tensair/feedback/java``); sink ``i`` and source
+``i`` share a co-location group, so they always share a JVM. The source ends after relaying its
+replica's done marker, so the job ends by itself when the batches end.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from ..config import TrainConfig
+from ..core import wire
+from ..errors import ConfigError
+from . import types
+from .environment import add_channel_jar, prepare_environment
+from .functions import FanOut, ReplicaFunction, RouteBatches
+from .sources import number_sequence
+from .routing import DEFAULT_MAX_PARALLELISM, pinned_keys
+
+
+@dataclass(frozen=True)
+class TrainOutput:
+    """The streams ``train`` returns.
+
+    Attributes:
+        predictions: one row per input batch (see :func:`~pyflink_tensair.flink.types.decode_prediction`).
+        metrics: JSON strings, one per trained batch and one ``"final"`` per replica
+            (:class:`~pyflink_tensair.core.events.Metrics`).
+        models: each replica's final weights once training ended
+            (:func:`~pyflink_tensair.flink.types.decode_final_model`).
+        loop_id: identifies this job's feedback channel.
+    """
+
+    predictions: object
+    metrics: object
+    models: object
+    loop_id: str
+
+
+def _named(stream, config: TrainConfig, what: str, description: str):
+    return stream.name(f"{config.name}: {description}").uid(f"{config.name}-{what}")
+
+
+def _key_by_first_field(stream, config: TrainConfig, what: str):
+    keyed = stream.key_by(lambda row: row[0], key_type=types.Types.INT())
+    # name and uid the key-extracting operator PyFlink's key_by inserts
+    add_key = keyed._j_data_stream.getTransformation().getInputs()[0]
+    add_key.setUid(f"{config.name}-{what}-key")
+    return keyed
+
+
+def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: bool = True) -> TrainOutput:
+    """Trains ``config.replicas`` replicas of ``model`` on ``batches`` inside their Flink job.
+
+    Args:
+        batches: a PyFlink ``DataStream`` of encoded mini-batches (:func:`~pyflink_tensair.encode_batch`
+            or :func:`~pyflink_tensair.to_batches`).
+        model: a function returning a compiled ``keras.Model`` (it must be importable by the Python
+            workers: a module-level function or a ``functools.partial`` of one), or the path of a
+            saved ``.keras`` model to continue training.
+        config: :class:`~pyflink_tensair.TrainConfig`.
+        check_model: build the model once here, so a broken builder fails before the job starts.
+
+    Returns:
+        :class:`TrainOutput` with the predictions, metrics and models streams.
+
+    Example::
+
+        env = StreamExecutionEnvironment.get_execution_environment()
+        batches = env.from_collection([encode_batch(b) for b in my_batches], type_info=types.bytes_type())
+        out = train(batches, model=zoo.quickstart_classifier, config=TrainConfig(replicas=2))
+        out.metrics.print()
+        env.execute()
+    """
+    from pyflink.datastream import DataStream, StreamExecutionEnvironment
+    from pyflink.datastream.connectors import Sink, Source
+    from pyflink.common import WatermarkStrategy
+    from pyflink.java_gateway import get_gateway
+
+    if not isinstance(batches, DataStream):
+        raise ConfigError(f"batches must be a pyflink DataStream of encoded mini-batches. Received: {type(batches).__name__}")
+    if not isinstance(config, TrainConfig):
+        raise ConfigError(f"config must be a TrainConfig. Received: {type(config).__name__}")
+    if config.replicas > DEFAULT_MAX_PARALLELISM:
+        raise ConfigError(f"replicas must be <= {DEFAULT_MAX_PARALLELISM}. Received: replicas={config.replicas}")
+    from ..models.keras_adapter import check_spec, load_model
+
+    check_spec(model)
+    if check_model:
+        load_model(model, seed=config.seed)
+
+    env = StreamExecutionEnvironment(batches._j_data_stream.getExecutionEnvironment())
+    prepare_environment(env, config)
+    add_channel_jar(env)
+    n = config.replicas
+    keys = pinned_keys(n)
+    loop_id = f"{config.name}-{uuid.uuid4().hex}"
+    jvm = get_gateway().jvm
+    feedback = jvm.pyflinktensair.feedback
+
+    # One start marker per replica, so every replica sets its end-of-input timer even if no batch
+    # ever reaches it. (from_collection cannot carry byte arrays in PyFlink 2.3.)
+    numbers = number_sequence(env, 0, n - 1, name=f"{config.name}: replica numbers", uid=f"{config.name}-start-numbers")
+    start = _named(numbers.map(wire.encode_start, output_type=types.bytes_type()), config, "start",
+                   "start markers").set_parallelism(1)
+    routed = _named(batches.union(start).process(RouteBatches(keys), output_type=types.keyed_bytes_type()),
+                    config, "route", "route batches to replicas")
+    source = env.from_source(Source(feedback.FeedbackSource(loop_id)),
+                             WatermarkStrategy(feedback.FeedbackSource.watermarkStrategy()),
+                             f"{config.name}: feedback source", type_info=types.bytes_type())
+    source = source.uid(f"{config.name}-feedback-source").set_parallelism(n)
+    fanned = _named(source.process(FanOut(keys), output_type=types.keyed_bytes_type()), config, "fan-out",
+                    "fan out gradients").set_parallelism(n)
+
+    replicas = (_key_by_first_field(routed, config, "batches")
+                .connect(_key_by_first_field(fanned, config, "gradients"))
+                .process(ReplicaFunction(model, config, keys), output_type=types.prediction_type()))
+    replicas = _named(replicas, config, "replicas", "replicas").set_parallelism(n).set_max_parallelism(DEFAULT_MAX_PARALLELISM)
+
+    # get_side_output inserts an identity map of its own; name it like every other operator
+    def side_output(tag, what: str, description: str):
+        return _named(replicas.get_side_output(tag), config, what, description).set_parallelism(n)
+
+    sink = (side_output(types.feedback_tag(config.name), "feedback-out", "gradients to the loop")
+            .sink_to(Sink(feedback.FeedbackSink(loop_id))).name(f"{config.name}: feedback sink")
+            .uid(f"{config.name}-feedback-sink").set_parallelism(n))
+    co_location = f"{loop_id}-loop"
+    source._j_data_stream.getTransformation().setCoLocationGroupKey(co_location)
+    sink._j_data_stream_sink.getTransformation().setCoLocationGroupKey(co_location)
+
+    metrics = side_output(types.metrics_tag(config.name), "metrics", "metrics")
+    models = side_output(types.models_tag(config.name), "models", "final models")
+    return TrainOutput(predictions=replicas, metrics=metrics, models=models, loop_id=loop_id)

@@ -1,0 +1,79 @@
+"""Flink type information and side-output tags of the replicas' streams.
+
+PyFlink cannot pickle a TypeInformation or OutputTag once it has been handed to the JVM, so
+functions build their own copies from these factories (equal by name and type).
+"""
+
+from __future__ import annotations
+
+import math
+
+from pyflink.common import Row, Types
+from pyflink.datastream import OutputTag
+
+from ..core import wire
+from ..core.events import FinalModel, Prediction
+
+PREDICTION_FIELDS = ["replica", "batch_id", "model_version", "loss", "accuracy", "predictions"]
+
+
+def bytes_type():
+    return Types.PRIMITIVE_ARRAY(Types.BYTE())
+
+
+def keyed_bytes_type():
+    """``Row(key, payload)``: what the router and the fan-out hand to ``key_by``."""
+    return Types.ROW([Types.INT(), bytes_type()])
+
+
+def prediction_type():
+    """One row per batch: who predicted it, with which model version, and the encoded outputs."""
+    return Types.ROW_NAMED(PREDICTION_FIELDS, [Types.INT(), Types.LONG(), Types.LONG(), Types.DOUBLE(),
+                                               Types.DOUBLE(), bytes_type()])
+
+
+def metrics_tag(name: str) -> OutputTag:
+    return OutputTag(f"{name}-metrics", Types.STRING())
+
+
+def feedback_tag(name: str) -> OutputTag:
+    return OutputTag(f"{name}-feedback", bytes_type())
+
+
+def models_tag(name: str) -> OutputTag:
+    return OutputTag(f"{name}-models", bytes_type())
+
+
+def prediction_row(event: Prediction) -> Row:
+    nan = float("nan")
+    return Row(event.replica, event.batch_id, event.model_version,
+               nan if event.loss is None else event.loss, nan if event.accuracy is None else event.accuracy,
+               wire.encode_tensors({"y_pred": event.predictions}, {"batch_id": event.batch_id}))
+
+
+def decode_prediction(row) -> dict:
+    """A prediction row as a dict; ``predictions`` decoded to a NumPy array, NaN scores to None.
+
+    Example::
+
+        >>> decode_prediction(prediction_row(Prediction(0, 3, 1, np.zeros(2))))["batch_id"]  # doctest: +SKIP
+        3
+    """
+    out = {name: row[i] for i, name in enumerate(PREDICTION_FIELDS)}
+    out["predictions"] = wire.decode_tensors(bytes(out["predictions"]))[1]["y_pred"]
+    for key in ("loss", "accuracy"):
+        if out[key] is not None and math.isnan(out[key]):
+            out[key] = None
+    return out
+
+
+def encode_final_model(event: FinalModel) -> bytes:
+    return wire.encode_tensors(event.weights, {"replica": event.replica, "model_version": event.model_version,
+                                               "initial_digest": event.initial_digest})
+
+
+def decode_final_model(data) -> FinalModel:
+    """Decodes a record of the ``models`` stream."""
+    meta, tensors = wire.decode_tensors(bytes(data))
+    return FinalModel(int(meta["replica"]), int(meta["model_version"]), dict(tensors),
+                      str(meta.get("initial_digest", "")))

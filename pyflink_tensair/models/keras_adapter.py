@@ -1,0 +1,229 @@
+"""Adapts a compiled Keras 3 model (TensorFlow backend) to the replica's model interface.
+
+``compute_gradients`` and ``apply_gradients`` are separate compiled ``tf.function`` s: the replica
+decides when and what to apply; ``model.fit`` is never called. Gradients of embedding lookups
+(``tf.IndexedSlices``) stay sparse: the touched rows are made unique and their values summed
+inside the compiled step, so only those rows ever leave TensorFlow.
+
+Example::
+
+    >>> from pyflink_tensair.models.zoo import quickstart_classifier
+    >>> model = KerasModelAdapter(load_model(quickstart_classifier, seed=0))
+    >>> from pyflink_tensair.core.messages import Batch
+    >>> batch = Batch(np.zeros((8, 20), np.float32), np.zeros(8, np.int64))
+    >>> result = model.compute_gradients(batch)
+    >>> result.predictions.shape, sorted(result.gradients)[0]
+    ((8, 4), '000')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import threading
+from typing import Callable, Dict, Optional, Union
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import keras  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from ..core.messages import Batch, Gradients, SparseGradient  # noqa: E402
+from ..core.model_api import StepResult  # noqa: E402
+from ..errors import ModelError  # noqa: E402
+
+ModelSpec = Union[Callable[[], "keras.Model"], str, os.PathLike]
+_BUILD_LOCK = threading.Lock()  # seeding is process-global; replicas may share a process (loopback)
+
+
+def describe_spec(spec) -> str:
+    return getattr(spec, "__qualname__", None) or repr(spec)
+
+
+def check_spec(spec) -> None:
+    """Checks, without building anything, that ``spec`` can name a model. Raises ModelError."""
+    if isinstance(spec, (str, os.PathLike)):
+        path = os.fspath(spec)
+        if not path.endswith(".keras"):
+            raise ModelError(f"model must be a builder function or a path to a .keras file. Received: model={path!r}")
+        if not os.path.isfile(path):
+            raise ModelError(f"model file {path!r} does not exist")
+    elif not callable(spec):
+        raise ModelError(
+            "model must be a function returning a compiled keras.Model, or a path to a .keras file. "
+            f"Received: model={spec!r}")
+
+
+def load_model(spec: ModelSpec, *, seed: int = 0) -> "keras.Model":
+    """Builds (seeded, so every replica starts equal) or loads the model, and checks it is compiled."""
+    check_spec(spec)
+    with _BUILD_LOCK, _private_python_random(seed):
+        keras.utils.set_random_seed(seed)
+        try:
+            model = keras.models.load_model(os.fspath(spec)) if isinstance(spec, (str, os.PathLike)) else spec()
+        except Exception as err:  # the user's code: report what failed and why
+            raise ModelError(f"building the model with {describe_spec(spec)} failed: {err!r}") from err
+    if not isinstance(model, keras.Model):
+        raise ModelError(f"the model builder must return a keras.Model. Received: {type(model).__name__}")
+    if getattr(model, "optimizer", None) is None or getattr(model, "loss", None) is None:
+        raise ModelError(
+            "the model must be compiled with an optimizer and a loss: call "
+            "model.compile(optimizer=..., loss=...) in the builder (or save a compiled model)")
+    if not model.built:
+        raise ModelError("the model must be built: give its first layer an input shape (keras.Input)")
+    return model
+
+
+@contextlib.contextmanager
+def _private_python_random(seed: int):
+    """Gives Keras' initializer seeds a private, seeded ``random.Random`` while a model is built.
+
+    Unseeded Keras initializers draw their seeds from Python's global ``random``, which other
+    threads of a PyFlink worker (Beam's harness) also draw from: replicas built in separate workers
+    then started from different weights. A private generator makes the build depend on ``seed`` only.
+    """
+    module = getattr(getattr(getattr(keras, "src", None), "random", None), "seed_generator", None)
+    original = getattr(module, "python_random", None)
+    if original is None:
+        yield
+        return
+    module.python_random = random.Random(seed)
+    try:
+        yield
+    finally:
+        module.python_random = original
+
+
+def configure_tensorflow_threads(intra_op: Optional[int]) -> None:
+    """Sets TensorFlow's thread budget; must run before the process's first TensorFlow op."""
+    if intra_op is None:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(intra_op)
+        tf.config.threading.set_inter_op_parallelism_threads(max(1, intra_op))
+    except RuntimeError:
+        pass  # TensorFlow already initialised in this process (loopback mode): keep its budget
+
+
+class KerasModelAdapter:
+    """A compiled Keras model seen through :class:`~pyflink_tensair.core.model_api.TrainableModel`.
+
+    ``accuracy``: ``"auto"`` compares the arg-max of a multi-class output with integer (or
+    one-hot) labels, and thresholds a single output at 0.5 (a probability); ``None`` turns it off.
+    """
+
+    def __init__(self, model: "keras.Model", *, accuracy: Optional[str] = "auto"):
+        if accuracy not in ("auto", None):
+            raise ModelError(f"accuracy must be 'auto' or None. Received: accuracy={accuracy!r}")
+        self.model = model
+        self._accuracy_enabled = accuracy is not None
+        self._variables = list(model.trainable_variables)
+        # Positional names: Keras numbers layers per process (dense, dense_1, ...), so paths differ
+        # between replicas that share a process; the i-th variable is the same in every replica.
+        self.names = [f"{i:03d}" for i in range(len(self._variables))]
+        self.paths = [v.path for v in self._variables]
+        self._shapes = [tuple(v.shape) for v in self._variables]
+        model.optimizer.build(self._variables)
+        self._step_fn = tf.function(self._step, reduce_retracing=True)
+        self._eval_fn = tf.function(self._eval, reduce_retracing=True)
+        self._apply_fn = tf.function(self._apply, reduce_retracing=True)
+
+    # ---------------------------------------------------------------- compiled functions
+
+    def _accuracy(self, y, y_pred):
+        if not self._accuracy_enabled or y is None:
+            return tf.constant(np.nan, tf.float32)
+        if y_pred.shape.rank and y_pred.shape[-1] is not None and y_pred.shape[-1] > 1:
+            predicted = tf.argmax(y_pred, axis=-1)
+            truth = tf.argmax(y, axis=-1) if y.shape.rank == y_pred.shape.rank else tf.reshape(y, tf.shape(predicted))
+            return tf.reduce_mean(tf.cast(tf.equal(predicted, tf.cast(truth, predicted.dtype)), tf.float32))
+        predicted = tf.cast(tf.reshape(y_pred, [-1]) > 0.5, tf.float32)
+        return tf.reduce_mean(tf.cast(tf.equal(predicted, tf.cast(tf.reshape(y, [-1]), tf.float32)), tf.float32))
+
+    def _step(self, x, y):
+        with tf.GradientTape() as tape:
+            y_pred = self.model(x, training=True)
+            loss = self.model.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
+        grads = tape.gradient(loss, self._variables)
+        out = []
+        for grad, var in zip(grads, self._variables):
+            if grad is None:
+                out.append(tf.zeros_like(var))
+            elif isinstance(grad, tf.IndexedSlices):
+                rows, position = tf.unique(grad.indices)
+                out.append((rows, tf.math.unsorted_segment_sum(grad.values, position, tf.shape(rows)[0])))
+            else:
+                out.append(grad)
+        return loss, y_pred, self._accuracy(y, y_pred), out
+
+    def _eval(self, x, y):
+        y_pred = self.model(x, training=False)
+        if y is None:
+            return tf.constant(np.nan, tf.float32), y_pred, tf.constant(np.nan, tf.float32)
+        loss = self.model.compute_loss(x=x, y=y, y_pred=y_pred, training=False)
+        return loss, y_pred, self._accuracy(y, y_pred)
+
+    def _apply(self, grads):
+        self.model.optimizer.apply_gradients(zip(grads, self._variables))
+
+    # ---------------------------------------------------------------- TrainableModel
+
+    @staticmethod
+    def _inputs(batch: Batch):
+        x = dict(batch.x) if isinstance(batch.x, dict) else batch.x
+        return x, batch.y
+
+    def compute_gradients(self, batch: Batch) -> StepResult:
+        if batch.y is None:
+            raise ModelError("a batch to train on needs labels 'y'")
+        loss, y_pred, acc, grads = self._step_fn(*self._inputs(batch))
+        gradients: Gradients = {}
+        for name, shape, grad in zip(self.names, self._shapes, grads):
+            if isinstance(grad, tuple):
+                gradients[name] = SparseGradient(grad[0].numpy(), grad[1].numpy(), shape)
+            else:
+                gradients[name] = grad.numpy()
+        return StepResult(predictions=y_pred.numpy(), loss=float(loss), accuracy=_maybe(acc), gradients=gradients)
+
+    def evaluate(self, batch: Batch) -> StepResult:
+        loss, y_pred, acc = self._eval_fn(*self._inputs(batch))
+        return StepResult(predictions=y_pred.numpy(), loss=_maybe(loss), accuracy=_maybe(acc))
+
+    def apply_gradients(self, gradients: Gradients) -> None:
+        grads = []
+        for name, shape in zip(self.names, self._shapes):
+            grad = gradients.get(name)
+            if grad is None or tuple(grad.dense_shape if isinstance(grad, SparseGradient) else grad.shape) != shape:
+                raise ModelError(f"gradient {name!r} does not fit variable {shape}: the replicas' models differ")
+            if isinstance(grad, SparseGradient):
+                grads.append(tf.IndexedSlices(tf.convert_to_tensor(grad.values), tf.convert_to_tensor(grad.indices),
+                                              dense_shape=tf.constant(shape, tf.int64)))
+            else:
+                grads.append(tf.convert_to_tensor(grad))
+        self._apply_fn(grads)
+
+    def get_weights(self) -> Dict[str, np.ndarray]:
+        return {name: v.numpy() for name, v in zip(self.names, self._variables)}
+
+    def get_state(self) -> Dict[str, np.ndarray]:
+        state = {f"weights/{i:04d}/{v.path}": np.array(v.numpy()) for i, v in enumerate(self.model.weights)}
+        for i, v in enumerate(self.model.optimizer.variables):
+            state[f"optimizer/{i:04d}/{v.path}"] = np.array(v.numpy())
+        return state
+
+    def set_state(self, state: Dict[str, np.ndarray]) -> None:
+        groups = {"weights": list(self.model.weights), "optimizer": list(self.model.optimizer.variables)}
+        for key, value in state.items():
+            group, index, _ = key.split("/", 2)
+            variables = groups.get(group)
+            if variables is None or int(index) >= len(variables):
+                raise ModelError(f"state entry {key!r} does not fit this model")
+            variables[int(index)].assign(value)
+
+
+def _maybe(value) -> Optional[float]:
+    v = float(value)
+    return None if np.isnan(v) else v
