@@ -119,7 +119,7 @@ class TrainConfig:
     replicas: int = 1
     staleness_bound: Optional[int] = None
     broadcast_every: int = 1
-    buffer_capacity: int = 64
+    buffer_capacity: int = 256
     mode: Mode = Mode.TRAIN
     seed: int = 0
     tf_intra_op_threads: Optional[int] = 1

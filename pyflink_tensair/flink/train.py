@@ -116,6 +116,10 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
                    "start markers").set_parallelism(1)
     routed = _named(batches.union(start).process(RouteBatches(keys), output_type=types.keyed_bytes_type()),
                     config, "route", "route batches to replicas")
+    # As parallel as the batches: from a single-subtask input, batch i goes to replica i % N.
+    input_parallelism = batches._j_data_stream.getTransformation().getParallelism()
+    if input_parallelism > 0:
+        routed = routed.set_parallelism(input_parallelism)
     source = env.from_source(Source(feedback.FeedbackSource(loop_id)),
                              WatermarkStrategy(feedback.FeedbackSource.watermarkStrategy()),
                              f"{config.name}: feedback source", type_info=types.bytes_type())

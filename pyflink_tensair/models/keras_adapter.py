@@ -208,6 +208,11 @@ class KerasModelAdapter:
     def get_weights(self) -> Dict[str, np.ndarray]:
         return {name: v.numpy() for name, v in zip(self.names, self._variables)}
 
+    def set_weights(self, weights: Dict[str, np.ndarray]) -> None:
+        """Sets the trainable weights from what :meth:`get_weights` (or a ``FinalModel``) holds."""
+        for name, variable in zip(self.names, self._variables):
+            variable.assign(weights[name])
+
     def get_state(self) -> Dict[str, np.ndarray]:
         state = {f"weights/{i:04d}/{v.path}": np.array(v.numpy()) for i, v in enumerate(self.model.weights)}
         for i, v in enumerate(self.model.optimizer.variables):

@@ -14,7 +14,7 @@ import keras  # noqa: E402
 
 
 def quickstart_classifier(features: int = 20, classes: int = 4, hidden: int = 32,
-                          learning_rate: float = 0.01) -> "keras.Model":
+                          learning_rate: float = 0.003) -> "keras.Model":
     """A small MLP classifier (``features`` -> ``hidden`` relu -> ``classes`` softmax), Adam."""
     model = keras.Sequential([
         keras.Input(shape=(features,)),

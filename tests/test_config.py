@@ -1,0 +1,43 @@
+import pytest
+
+from pyflink_tensair import ConfigError, LatencySettings, Mode, TrainConfig, WorkerMode
+
+
+def test_defaults_are_valid_and_frozen():
+    config = TrainConfig()
+    assert config.replicas == 1 and config.staleness_bound is None and config.mode is Mode.TRAIN
+    with pytest.raises(Exception):
+        config.replicas = 3
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"replicas": 0}, "replicas must be an int >= 1. Received: replicas=0"),
+    ({"replicas": 2.0}, "replicas must be an int >= 1. Received: replicas=2.0"),
+    ({"staleness_bound": -1}, "staleness_bound must be an int >= 0 or None. Received: staleness_bound=-1"),
+    ({"staleness_bound": True}, "staleness_bound must be an int >= 0 or None. Received: staleness_bound=True"),
+    ({"broadcast_every": 0}, "broadcast_every must be an int >= 1. Received: broadcast_every=0"),
+    ({"staleness_bound": 0, "broadcast_every": 2}, "broadcast_every must be 1 when staleness_bound=0"),
+    ({"buffer_capacity": 0}, "buffer_capacity must be an int >= 1. Received: buffer_capacity=0"),
+    ({"mode": "learn"}, "mode must be one of 'train', 'serve'. Received: mode='learn'"),
+    ({"workers": "thread"}, "workers must be one of 'process', 'loopback'. Received: workers='thread'"),
+    ({"latency": {"bundle_size": 1}}, "latency must be a LatencySettings or None"),
+    ({"name": "my job"}, "name must be a non-empty string"),
+    ({"tf_intra_op_threads": 0}, "tf_intra_op_threads must be an int >= 1. Received: tf_intra_op_threads=0"),
+])
+def test_errors_name_field_rule_and_value(fields, message):
+    with pytest.raises(ConfigError) as err:
+        TrainConfig(**fields)
+    assert message in str(err.value)
+
+
+def test_enums_accept_their_values():
+    config = TrainConfig(mode="serve", workers="loopback")
+    assert config.mode is Mode.SERVE and config.workers is WorkerMode.LOOPBACK
+
+
+def test_latency_settings_map_to_flink_options():
+    options = LatencySettings(bundle_size=10, bundle_time_ms=5, buffer_timeout_ms=0).as_flink_options()
+    assert options == {"python.fn-execution.bundle.size": "10", "python.fn-execution.bundle.time": "5",
+                       "execution.buffer-timeout.interval": "0 ms"}
+    with pytest.raises(ConfigError, match="bundle_time_ms must be an int >= 1. Received: bundle_time_ms=0"):
+        LatencySettings(bundle_time_ms=0)

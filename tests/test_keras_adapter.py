@@ -1,0 +1,141 @@
+"""The Keras adapter: separate compute/apply, sparse embedding gradients, state, model sources."""
+
+import functools
+
+import numpy as np
+import pytest
+
+keras = pytest.importorskip("keras")
+import tensorflow as tf  # noqa: E402
+
+from pyflink_tensair import ModelError  # noqa: E402
+from pyflink_tensair.core import Batch, SparseGradient  # noqa: E402
+from pyflink_tensair.core.events import weights_digest  # noqa: E402
+from pyflink_tensair.core.gradients import average_gradients, dense_nbytes, gradients_nbytes  # noqa: E402
+from pyflink_tensair.core import wire  # noqa: E402
+from pyflink_tensair.core.messages import GradientMessage  # noqa: E402
+from pyflink_tensair.models import zoo  # noqa: E402
+from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model  # noqa: E402
+from pyflink_tensair.testing import simulate  # noqa: E402
+
+VOCAB, DIM, LENGTH = 5000, 16, 8
+
+
+def _embedding_model(**kwargs):
+    return KerasModelAdapter(load_model(functools.partial(zoo.embedding_classifier, vocabulary=VOCAB, dim=DIM,
+                                                          length=LENGTH, **kwargs), seed=0))
+
+
+def _token_batch(seed=0, size=32):
+    rng = np.random.default_rng(seed)
+    return Batch(rng.integers(0, 200, size=(size, LENGTH)).astype(np.int32), rng.integers(0, 2, size=size))
+
+
+def test_embedding_gradient_is_sparse_unique_and_equals_the_dense_gradient():
+    model = _embedding_model()
+    batch = _token_batch()
+    grads = model.compute_gradients(batch).gradients
+    sparse = grads["000"]
+    assert isinstance(sparse, SparseGradient)
+    assert len(np.unique(sparse.indices)) == len(sparse.indices) == len(np.unique(batch.x))
+    with tf.GradientTape() as tape:
+        loss = model.model.compute_loss(y=batch.y, y_pred=model.model(batch.x, training=True))
+    dense = tf.convert_to_tensor(tape.gradient(loss, model.model.trainable_variables)[0]).numpy()
+    np.testing.assert_allclose(sparse.to_dense(), dense, atol=1e-7)
+
+
+def test_sparse_message_carries_only_touched_rows():
+    model = _embedding_model()
+    grads = model.compute_gradients(_token_batch()).gradients
+    message = wire.encode_message(GradientMessage(0, 1, 1, grads))
+    table_bytes = VOCAB * DIM * 4
+    print(f"\nsparse gradient message: {len(message)} bytes on the wire; dense gradients: {dense_nbytes(grads)} bytes")
+    assert dense_nbytes(grads) > table_bytes
+    assert len(message) < gradients_nbytes(grads) + 2048  # header overhead only
+    assert len(message) < table_bytes / 10
+
+
+def test_applying_a_sparse_gradient_changes_only_touched_rows():
+    model = _embedding_model()
+    result = model.compute_gradients(_token_batch())
+    before = model.get_weights()["000"].copy()
+    model.apply_gradients(result.gradients)
+    changed = np.flatnonzero(np.any(model.get_weights()["000"] != before, axis=1))
+    np.testing.assert_array_equal(changed, np.sort(result.gradients["000"].indices))
+
+
+def test_compute_does_not_apply_and_apply_uses_the_optimizer():
+    model = KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0))
+    batch = Batch(np.ones((4, 20), np.float32), np.array([0, 1, 2, 3]))
+    before = model.get_weights()
+    result = model.compute_gradients(batch)
+    assert weights_digest(before) == weights_digest(model.get_weights())
+    assert result.predictions.shape == (4, 4) and 0 <= result.accuracy <= 1 and result.loss > 0
+    model.apply_gradients(result.gradients)
+    assert weights_digest(before) != weights_digest(model.get_weights())
+    assert int(model.model.optimizer.iterations.numpy()) == 1
+
+
+def test_state_round_trip_includes_optimizer_slots():
+    model = KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0))
+    batch = Batch(np.ones((4, 20), np.float32), np.array([0, 1, 2, 3]))
+    model.apply_gradients(model.compute_gradients(batch).gradients)
+    state = model.get_state()
+    assert any(key.startswith("optimizer/") and "momentum" in key for key in state)
+    other = KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=1))
+    other.set_state(state)
+    for a, b in ((model, other),):
+        a.apply_gradients(a.compute_gradients(batch).gradients)
+        b.apply_gradients(b.compute_gradients(batch).gradients)
+        for name, value in a.get_weights().items():
+            np.testing.assert_array_equal(value, b.get_weights()[name])
+
+
+def test_same_seed_gives_same_initial_weights_and_other_seeds_do_not():
+    digest = lambda seed: weights_digest(KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=seed)).get_weights())
+    assert digest(0) == digest(0) != digest(1)
+
+
+def test_a_saved_keras_file_continues_training_from_its_weights(tmp_path):
+    trained = load_model(zoo.quickstart_classifier, seed=3)
+    path = tmp_path / "pretrained.keras"
+    trained.save(path)
+    loaded = KerasModelAdapter(load_model(str(path), seed=0))
+    expected = KerasModelAdapter(trained).get_weights()
+    for name, value in loaded.get_weights().items():
+        np.testing.assert_array_equal(value, expected[name])
+
+
+def _uncompiled():
+    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+
+
+def _broken():
+    raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("spec, message", [
+    (_uncompiled, "must be compiled with an optimizer and a loss"),
+    (lambda: 42, "must return a keras.Model"),
+    (_broken, "failed: RuntimeError('boom')"),
+    ("missing.keras", "does not exist"),
+    ("model.h5", "path to a .keras file"),
+    (3, "must be a function returning a compiled keras.Model"),
+])
+def test_bad_model_specs_raise_model_errors(spec, message):
+    with pytest.raises(ModelError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_model(spec)
+
+
+def test_synchronous_replicas_match_a_plain_sequential_run_of_averaged_gradients():
+    rng = np.random.default_rng(4)
+    batches = [Batch(rng.normal(size=(16, 20)).astype(np.float32), rng.integers(0, 4, 16), {"id": i}) for i in range(12)]
+    result = simulate(lambda r: KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0)), batches,
+                      replicas=3, staleness_bound=0, delivery_delay=2)
+    reference = KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0))
+    for step in range(4):
+        grads = [reference.compute_gradients(b).gradients for b in batches[3 * step:3 * step + 3]]
+        reference.apply_gradients(average_gradients(grads))
+    assert result.replica_max_weight_diff() == 0.0
+    for name, value in reference.get_weights().items():
+        np.testing.assert_allclose(result.final_models[0].weights[name], value, atol=1e-6)

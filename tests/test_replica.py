@@ -1,0 +1,223 @@
+"""The replica state machine: golden steps, the staleness bound, duplicates, end of input, state."""
+
+import numpy as np
+import pytest
+
+from pyflink_tensair import Mode
+from pyflink_tensair.core import Batch, Broadcast, DoneMessage, FinalModel, GradientMessage, Metrics, Prediction, Replica
+from pyflink_tensair.testing import LinearModel, make_regression_batches, simulate
+
+
+def _model(w, b=0.0, **kwargs):
+    model = LinearModel(len(w), **kwargs)
+    model.weights = {"w": np.array(w, np.float64), "b": np.array([b])}
+    return model
+
+
+def test_one_step_matches_hand_computation():
+    replica = Replica(0, 1, _model([0.5, -0.5], learning_rate=0.05, momentum=0.5))
+    events = replica.on_batch(Batch(x=np.array([[1.0, 2.0]]), y=np.array([1.0]), meta={"id": 4}))
+    prediction = next(e for e in events if isinstance(e, Prediction))
+    # pred = 0.5 - 1.0 = -0.5; err = -1.5; grad w = 2 * x * err = [-3, -6]; grad b = -3
+    assert prediction.predictions.tolist() == [-0.5] and prediction.loss == pytest.approx(2.25)
+    assert prediction.batch_id == 4 and prediction.model_version == 0
+    np.testing.assert_allclose(replica.model.weights["w"], [0.65, -0.2])
+    np.testing.assert_allclose(replica.model.weights["b"], [0.15])
+    assert replica.local_step == 1 and replica.model_version == 1
+
+
+def test_synchronous_trajectory_matches_sequential_averaged_sgd():
+    batches = make_regression_batches(6, 3, seed=5)
+    result = simulate(lambda r: LinearModel(3, seed=2), batches, replicas=2, staleness_bound=0, delivery_delay=1)
+    # golden: plain momentum SGD on the average of each pair of batches' gradients
+    w, b = LinearModel(3, seed=2).weights["w"].copy(), 0.0
+    vw, vb = np.zeros(3), 0.0
+    for k in range(3):
+        gw, gb = np.zeros(3), 0.0
+        for batch in batches[2 * k:2 * k + 2]:
+            err = batch.x @ w + b - batch.y
+            gw += 2 * batch.x.T @ err / len(err) / 2
+            gb += 2 * err.mean() / 2
+        vw, vb = 0.5 * vw + gw, 0.5 * vb + gb
+        w, b = w - 0.05 * vw, b - 0.05 * vb
+    for final in result.final_models.values():
+        np.testing.assert_allclose(final.weights["w"], w, rtol=1e-12)
+        np.testing.assert_allclose(final.weights["b"], [b], rtol=1e-12)
+    assert result.replica_max_weight_diff() == 0.0
+
+
+STRATEGIES = {
+    "sync": dict(staleness_bound=0),
+    "bounded-1": dict(staleness_bound=1),
+    "bounded-3-every-2": dict(staleness_bound=3, broadcast_every=2),
+    "dasgd": dict(staleness_bound=None),
+    "dasgd-every-3": dict(staleness_bound=None, broadcast_every=3),
+}
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+@pytest.mark.parametrize("replicas", [1, 2, 3])
+@pytest.mark.parametrize("delay", [0, 4])
+def test_conformance(strategy, replicas, delay):
+    """What every strategy must do, whatever the replicas and the loop's delay."""
+    options = STRATEGIES[strategy]
+    batches = make_regression_batches(60, 4, seed=1)
+    run = lambda: simulate(lambda r: LinearModel(4, seed=0), batches, replicas=replicas, delivery_delay=delay,
+                           buffer_capacity=1000, **options)
+    result = run()
+    assert sorted(p.batch_id for p in result.predictions) == list(range(60)), "each batch predicted once"
+    assert sorted(result.final_models) == list(range(replicas)), "every replica finished"
+    steps = {r.id: r.local_step for r in result.replicas}
+    assert sum(steps.values()) == 60
+    bound = options["staleness_bound"]
+    trained = [m for m in result.metrics if m.phase == "batch"]
+    if bound is not None:
+        assert max(m.staleness for m in trained) <= bound
+    for replica in result.replicas:
+        assert replica.bound_overflows == 0 and replica.duplicates_dropped == 0
+        if bound == 0:
+            assert replica.model_version == max(steps.values())
+        else:  # own steps plus every peer message, each applied once
+            peer_messages = sum(r.messages_sent - 1 for r in result.replicas if r.id != replica.id)
+            assert replica.model_version == replica.local_step + peer_messages
+    if bound == 0:
+        assert result.replica_max_weight_diff() == 0.0
+    again = run()
+    for r, final in result.final_models.items():
+        for name, value in final.weights.items():
+            np.testing.assert_array_equal(value, again.final_models[r].weights[name])
+    first_loss = np.mean([p.loss for p in result.predictions[:4]])
+    last_loss = np.mean([p.loss for p in result.predictions[-4:]])
+    assert last_loss < 0.5 * first_loss, "training reduces the loss"
+
+
+def test_full_buffer_trains_beyond_the_bound_and_loses_nothing():
+    batches = make_regression_batches(40, 3)
+    result = simulate(lambda r: LinearModel(3), batches, replicas=2, staleness_bound=0, delivery_delay=10,
+                      buffer_capacity=2)
+    assert sum(r.bound_overflows for r in result.replicas) > 0
+    assert max(m.staleness for m in result.metrics if m.phase == "batch") > 0
+    assert sorted(p.batch_id for p in result.predictions) == list(range(40))
+
+
+def test_bounded_replica_holds_batches_until_peers_catch_up():
+    replica = Replica(0, 2, LinearModel(2), staleness_bound=1)
+    batch = make_regression_batches(1, 2)[0]
+    replica.on_batch(batch)
+    replica.on_batch(batch)  # step 2 needs the peer's step 0: free
+    assert replica.local_step == 2
+    events = replica.on_batch(batch)  # step 3 needs the peer's step 1
+    assert replica.local_step == 2 and replica.held_batches == 1
+    assert not any(isinstance(e, Prediction) for e in events)
+    peer_grads = {"w": np.zeros(2), "b": np.zeros(1)}
+    events = replica.on_gradient(GradientMessage(1, 1, 1, peer_grads))
+    assert replica.local_step == 3 and replica.held_batches == 0
+    assert [type(e) for e in events][:1] == [Prediction]
+
+
+def test_blocked_replica_flushes_its_partial_sum_so_peers_cannot_wait_in_a_cycle():
+    replica = Replica(0, 2, LinearModel(2), staleness_bound=1, broadcast_every=4)
+    batch = make_regression_batches(1, 2)[0]
+    sent = [e for _ in range(3) for e in replica.on_batch(batch) if isinstance(e, Broadcast)]
+    assert len(sent) == 1 and (sent[0].message.first_step, sent[0].message.step) == (1, 2)
+
+
+def test_duplicates_are_dropped_by_sender_and_step():
+    replica = Replica(1, 2, LinearModel(2))
+    message = GradientMessage(0, 1, 1, {"w": np.ones(2), "b": np.ones(1)})
+    replica.on_gradient(message)
+    before = replica.model.get_weights()
+    replica.on_gradient(message)
+    assert replica.duplicates_dropped == 1 and replica.model_version == 1
+    np.testing.assert_array_equal(before["w"], replica.model.get_weights()["w"])
+
+
+def test_out_of_order_messages_are_applied_once_and_tracked():
+    replica = Replica(1, 2, LinearModel(2))
+    grads = {"w": np.ones(2), "b": np.ones(1)}
+    replica.on_gradient(GradientMessage(0, 2, 2, grads))  # step 1 was lost or is late
+    replica.on_gradient(GradientMessage(0, 1, 1, grads))
+    replica.on_gradient(GradientMessage(0, 2, 2, grads))  # a resend of step 2
+    assert replica.model_version == 2 and replica.duplicates_dropped == 1
+
+
+def test_end_of_input_with_unequal_batch_counts_finishes_every_replica():
+    batches = make_regression_batches(5, 2)
+    result = simulate(lambda r: LinearModel(2), batches, replicas=3, staleness_bound=0)
+    assert [r.local_step for r in result.replicas] == [2, 2, 1]
+    assert result.replica_max_weight_diff() == 0.0
+
+
+def test_replica_with_no_batches_still_finishes():
+    result = simulate(lambda r: LinearModel(2), make_regression_batches(1, 2), replicas=3, staleness_bound=1)
+    assert sorted(result.final_models) == [0, 1, 2]
+
+
+def test_serving_mode_predicts_without_training():
+    replica = Replica(0, 2, LinearModel(2, seed=3), mode=Mode.SERVE)
+    before = replica.model.get_weights()
+    events = replica.on_batch(make_regression_batches(1, 2)[0])
+    assert [type(e) for e in events] == [Prediction, Metrics]
+    np.testing.assert_array_equal(before["w"], replica.model.get_weights()["w"])
+    replica.on_gradient(GradientMessage(1, 1, 1, {"w": np.ones(2), "b": np.ones(1)}))
+    assert replica.model_version == 1  # a serving replica still applies peers' updates
+
+
+def test_protocol_violations_raise():
+    replica = Replica(0, 2, LinearModel(2))
+    with pytest.raises(ValueError, match="from sender 0"):
+        replica.on_gradient(DoneMessage(0, 1))
+    replica.on_input_end()
+    with pytest.raises(RuntimeError, match="after its input ended"):
+        replica.on_batch(make_regression_batches(1, 2)[0])
+    with pytest.raises(ValueError, match="broadcast_every must be 1"):
+        Replica(0, 2, LinearModel(2), staleness_bound=0, broadcast_every=2)
+
+
+def _drive(replicas, script, queue):
+    """Runs (kind, target, payload) steps; broadcasts are queued, 'deliver' delivers until quiet."""
+    outputs = []
+
+    def handle(events):
+        for event in events:
+            if isinstance(event, Broadcast):
+                queue.extend((r.id, event.message) for r in replicas if r.id != event.message.sender)
+            elif isinstance(event, (Prediction, FinalModel)):
+                outputs.append(event)
+
+    for kind, target, payload in script:
+        if kind == "batch":
+            handle(replicas[target].on_batch(payload))
+        elif kind == "end":
+            handle(replicas[target].on_input_end())
+        else:
+            while queue:
+                dest, message = queue.pop(0)
+                handle(replicas[dest].on_gradient(message))
+    return queue, outputs
+
+
+@pytest.mark.parametrize("bound", [0, 2, None])
+def test_snapshot_and_restore_resume_exactly(bound):
+    batches = make_regression_batches(14, 3, seed=7)
+    first = [("batch", i % 2, b) for i, b in enumerate(batches[:7])] + [("deliver", None, None)]
+    second = [("batch", i % 2, b) for i, b in enumerate(batches[7:])] + [("end", 0, None), ("end", 1, None)]
+    second += [("deliver", None, None)]
+    make = lambda: [Replica(r, 2, LinearModel(3), staleness_bound=bound, broadcast_every=1 if bound == 0 else 2,
+                            buffer_capacity=50) for r in range(2)]
+    straight = make()
+    in_flight = []
+    _drive(straight, first + [("batch", 0, batches[0])], in_flight)  # leaves held batches, partial sums, messages
+    snapshots = [r.snapshot() for r in straight]
+    assert all(isinstance(v, np.ndarray) for s in snapshots for v in s.values()), "plain arrays only"
+    restored = make()
+    for replica, snapshot in zip(restored, snapshots):
+        replica.restore(snapshot)
+    _, out_a = _drive(straight, second, list(in_flight))
+    _, out_b = _drive(restored, second, list(in_flight))
+    finals_a = {e.replica: e for e in out_a if isinstance(e, FinalModel)}
+    finals_b = {e.replica: e for e in out_b if isinstance(e, FinalModel)}
+    assert sorted(finals_a) == sorted(finals_b) == [0, 1]
+    for r in finals_a:
+        np.testing.assert_array_equal(finals_a[r].weights["w"], finals_b[r].weights["w"])
+        assert finals_a[r].model_version == finals_b[r].model_version

@@ -1,0 +1,118 @@
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from pyflink_tensair import WireFormatError
+from pyflink_tensair.core import wire
+from pyflink_tensair.core.messages import Batch, DoneMessage, GradientMessage, SparseGradient
+
+
+def _batch():
+    return Batch(x=np.arange(12, dtype=np.float32).reshape(4, 3), y=np.array([0, 1, 1, 0]),
+                 meta={"id": 9, "scheduled_at": 1.5, "source": "test"})
+
+
+def test_batch_round_trip_keeps_arrays_dtypes_and_meta():
+    decoded = wire.decode_batch(wire.encode_batch(_batch()))
+    np.testing.assert_array_equal(decoded.x, _batch().x)
+    assert decoded.x.dtype == np.float32 and decoded.y.dtype == np.int64
+    assert decoded.meta == {"id": 9, "scheduled_at": 1.5, "source": "test"}
+
+
+def test_multi_input_batch_round_trip():
+    batch = Batch(x={"target": np.array([1, 2]), "context": np.array([3, 4])}, y=np.array([1.0, 0.0]))
+    decoded = wire.decode_batch(wire.encode_batch(batch))
+    assert set(decoded.x) == {"target", "context"}
+    np.testing.assert_array_equal(decoded.x["context"], [3, 4])
+
+
+def test_gradient_message_round_trip_dense_and_sparse():
+    sparse = SparseGradient(np.array([2, 7], np.int64), np.ones((2, 4), np.float32), (10, 4))
+    message = GradientMessage(sender=1, step=5, first_step=3,
+                              gradients={"001": sparse, "000": np.full((2, 2), 0.5, np.float32)})
+    decoded = wire.decode_message(wire.encode_message(message))
+    assert (decoded.sender, decoded.step, decoded.first_step) == (1, 5, 3)
+    assert list(decoded.gradients) == ["001", "000"]  # order kept
+    assert isinstance(decoded.gradients["001"], SparseGradient)
+    assert decoded.gradients["001"].dense_shape == (10, 4)
+    np.testing.assert_array_equal(decoded.gradients["000"], message.gradients["000"])
+
+
+def test_done_marker_kind_sits_where_the_java_channel_reads_it():
+    data = wire.encode_message(DoneMessage(sender=2, final_step=11))
+    assert data[wire.KIND_OFFSET] == wire.KIND_DONE == 3
+    assert wire.decode_message(data) == DoneMessage(2, 11)
+
+
+def test_arrays_are_aligned_and_decoded_without_copy():
+    data = wire.encode_batch(_batch())
+    decoded = wire.decode_batch(data)
+    assert not decoded.x.flags.writeable  # a view on the record
+
+
+def _corrupt_header(data: bytes, edit) -> bytes:
+    magic, version, kind, reserved, length = struct.unpack_from("<4sBBHI", data)
+    header = json.loads(data[12:12 + length])
+    edit(header)
+    new_header = json.dumps(header).encode()
+    head = struct.pack("<4sBBHI", magic, version, kind, reserved, len(new_header)) + new_header
+    head += b"\0" * ((-len(head)) % 8)
+    start = 12 + length + ((-(12 + length)) % 8)
+    return head + data[start:]
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d[:8], "record too short"),
+    (lambda d: b"XXXX" + d[4:], "not a pyflink_tensair record"),
+    (lambda d: d[:4] + bytes([9]) + d[5:], "unsupported format version 9"),
+    (lambda d: d[:5] + bytes([77]) + d[6:], "unknown record kind 77"),
+    (lambda d: d[:12] + b"{not json" + d[21:], "not valid UTF-8 JSON"),
+    (lambda d: d[:-8], "runs past the end"),
+    (lambda d: d + b"\0" * 16, "unexpected trailing bytes"),
+    (lambda d: _corrupt_header(d, lambda h: h["tensors"][0].update(dtype="|O")), "unsupported dtype"),
+    (lambda d: _corrupt_header(d, lambda h: h["tensors"][0].update(shape=[5, 3])), "do not hold shape"),
+    (lambda d: _corrupt_header(d, lambda h: h["tensors"][1].update(offset=0)), "overlaps"),
+    (lambda d: _corrupt_header(d, lambda h: h["tensors"][0].update(extra=1)), "bad tensor entry"),
+    (lambda d: _corrupt_header(d, lambda h: h["tensors"][1].update(name="x")), "appears twice"),
+])
+def test_bad_bytes_raise_clear_errors(mutate, message):
+    with pytest.raises(WireFormatError, match=message):
+        wire.decode_batch(mutate(wire.encode_batch(_batch())))
+
+
+def test_wrong_kind_and_inconsistent_batch_are_rejected():
+    with pytest.raises(WireFormatError, match="expected a batch record, got a done record"):
+        wire.decode_batch(wire.encode_message(DoneMessage(0, 1)))
+    with pytest.raises(WireFormatError, match="disagree on the batch size"):
+        wire.decode_batch(wire.encode_batch(Batch(x=np.zeros((4, 2)), y=np.zeros(3))))
+    with pytest.raises(WireFormatError, match="expected bytes"):
+        wire.decode_batch("a string")
+
+
+def test_sparse_indices_outside_the_table_are_rejected():
+    bad = GradientMessage(0, 1, 1, {"e": SparseGradient(np.array([3, 12]), np.ones((2, 2), np.float32), (10, 2))})
+    with pytest.raises(WireFormatError, match="indices outside its table"):
+        wire.decode_message(wire.encode_message(bad))
+
+
+def test_meta_rejects_objects_that_json_cannot_carry_faithfully():
+    with pytest.raises(WireFormatError, match="Python scalar"):
+        wire.encode_batch(Batch(x=np.zeros((1, 1)), meta={"id": np.int64(3)}))
+    with pytest.raises(WireFormatError, match="must be an int, float, str"):
+        wire.encode_batch(Batch(x=np.zeros((1, 1)), meta={"obj": object()}))
+
+
+def test_random_corruption_only_ever_raises_wire_format_errors():
+    rng = np.random.default_rng(0)
+    data = bytearray(wire.encode_message(GradientMessage(
+        0, 1, 1, {"a": np.ones((3, 3), np.float32), "e": SparseGradient(np.array([1]), np.ones((1, 3), np.float32), (4, 3))})))
+    for _ in range(500):
+        corrupted = bytearray(data)
+        for position in rng.integers(0, len(data), size=rng.integers(1, 4)):
+            corrupted[position] = rng.integers(0, 256)
+        try:
+            wire.decode_message(bytes(corrupted))
+        except WireFormatError:
+            pass  # any other exception type fails the test
