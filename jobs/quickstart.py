@@ -14,10 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 
-import numpy as np
-
-from pyflink_tensair import Batch, train
-from pyflink_tensair.core import wire
+from pyflink_tensair import data, train
 from pyflink_tensair.flink import runner, types
 from pyflink_tensair.flink.sources import number_sequence
 from pyflink_tensair.models import zoo
@@ -26,19 +23,10 @@ FEATURES, CLASSES = 20, 4
 HOLDOUT_START = 10 ** 9  # batch numbers of the held-out set, never in the stream
 
 
-def make_batch(index: int, *, batch_size: int, seed: int) -> bytes:
-    """Batch ``index`` of the stream: deterministic in (index, seed)."""
-    teacher = np.random.default_rng([seed, 0]).normal(size=(FEATURES, CLASSES))
-    rng = np.random.default_rng([seed, 1, int(index)])
-    x = rng.normal(size=(batch_size, FEATURES)).astype(np.float32)
-    gumbel = -np.log(-np.log(rng.uniform(1e-12, 1.0, size=(batch_size, CLASSES))))
-    y = np.argmax(x @ teacher + gumbel, axis=1).astype(np.int64)  # a sample of softmax(x @ teacher)
-    return wire.encode_batch(Batch(x, y, {"id": int(index)}))
-
-
 def build_batches(env, args):
     numbers = number_sequence(env, 0, args.batches - 1, name="quickstart: batch numbers", uid="quickstart-numbers")
-    make = functools.partial(make_batch, batch_size=args.batch_size, seed=args.seed)
+    make = functools.partial(data.encoded_teacher_batch, batch_size=args.batch_size, features=FEATURES,
+                             classes=CLASSES, seed=args.seed)
     return (numbers.map(make, output_type=types.bytes_type())
             .name("quickstart: generate batches").uid("quickstart-generate").set_parallelism(1))
 
@@ -55,7 +43,8 @@ def main(argv=None):
     config = runner.config_from_args(args, name="quickstart")
     model = functools.partial(zoo.quickstart_classifier, features=FEATURES, classes=CLASSES)
     output = train(build_batches(env, args), model=model, config=config)
-    holdout = [wire.decode_batch(make_batch(HOLDOUT_START + i, batch_size=256, seed=args.seed)) for i in range(16)]
+    holdout = [data.teacher_classification_batch(HOLDOUT_START + i, batch_size=256, features=FEATURES,
+                                                 classes=CLASSES, seed=args.seed) for i in range(16)]
     return runner.run_job(env, output, args, job_name="quickstart", config=config, total_batches=args.batches,
                           holdout=(model, holdout))
 

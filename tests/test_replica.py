@@ -221,3 +221,12 @@ def test_snapshot_and_restore_resume_exactly(bound):
     for r in finals_a:
         np.testing.assert_array_equal(finals_a[r].weights["w"], finals_b[r].weights["w"])
         assert finals_a[r].model_version == finals_b[r].model_version
+
+
+def test_a_lone_replica_sends_no_gradients_but_still_ends_its_channel():
+    replica = Replica(0, 1, LinearModel(2))
+    events = replica.on_batch(make_regression_batches(1, 2)[0])
+    assert not any(isinstance(e, Broadcast) for e in events)
+    events = replica.on_input_end()
+    assert [e.message for e in events if isinstance(e, Broadcast)] == [DoneMessage(0, 1)]
+    assert replica.finished

@@ -247,8 +247,8 @@ class Replica:
         self._send(GradientMessage(self.id, self.local_step, self._outgoing_first, total), out)
 
     def _send(self, message: PeerMessage, out: List[Event]) -> None:
-        if not self._peers:
-            return
+        if not self._peers and isinstance(message, GradientMessage):
+            return  # nobody to tell; the done marker still goes out, it ends the feedback channel
         self.messages_sent += 1
         if isinstance(message, GradientMessage):
             self.bytes_sent += message.nbytes

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from pyflink.common import Row, Types
 from pyflink.datastream import OutputTag
 
@@ -77,3 +79,12 @@ def decode_final_model(data) -> FinalModel:
     meta, tensors = wire.decode_tensors(bytes(data))
     return FinalModel(int(meta["replica"]), int(meta["model_version"]), dict(tensors),
                       str(meta.get("initial_digest", "")))
+
+
+def prediction_json(row) -> str:
+    """A prediction row as one JSON line (for file sinks and logs); outputs as nested lists."""
+    import json
+
+    decoded = decode_prediction(row)
+    decoded["predictions"] = decoded["predictions"].tolist()
+    return json.dumps(decoded, separators=(",", ":"))

@@ -1,0 +1,23 @@
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(__file__))  # tests import flink_harness
+
+
+def _ship_harness_by_value():
+    """Python workers cannot import the tests folder: send the harness' functions by value."""
+    try:
+        import cloudpickle
+        import flink_harness
+    except ImportError:  # no pyflink installed: the Flink tests skip themselves
+        return
+    cloudpickle.register_pickle_by_value(flink_harness)
+
+
+_ship_harness_by_value()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "flink: runs Flink jobs on a local mini-cluster")
+    config.addinivalue_line("markers", "cluster: needs the standalone cluster that .ci/run starts")

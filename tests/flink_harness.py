@@ -1,0 +1,102 @@
+"""Runs small training jobs on a local mini-cluster and reads back what they wrote."""
+
+from __future__ import annotations
+
+import functools
+import glob
+import json
+import os
+from dataclasses import dataclass
+from typing import Dict, List
+
+import numpy as np
+
+from pyflink_tensair import TrainConfig, data, train
+from pyflink_tensair.core.events import FinalModel, Metrics
+from pyflink_tensair.flink import types
+from pyflink_tensair.flink.sinks import write_json_lines, write_records
+from pyflink_tensair.flink.sources import number_sequence
+from pyflink_tensair.models import zoo
+
+FEATURES, CLASSES = 20, 4
+MODEL = functools.partial(zoo.quickstart_classifier, features=FEATURES, classes=CLASSES)
+make_batch = functools.partial(data.encoded_teacher_batch, batch_size=32, features=FEATURES, classes=CLASSES, seed=0)
+
+
+def garbage_after_three(index):
+    return make_batch(index) if index < 3 else b"definitely not a batch"
+
+
+def _record(index):
+    rng = np.random.default_rng(index)
+    return rng.normal(size=FEATURES).tolist(), int(rng.integers(0, CLASSES))
+
+
+def single_records(env, count: int):
+    """A stream of ``(features, label)`` records, one per number."""
+    from pyflink.common import Types
+
+    numbers = number_sequence(env, 0, count - 1, name="record numbers", uid="record-numbers")
+    return numbers.map(_record, output_type=Types.PICKLED_BYTE_ARRAY()).name("records").uid("records")
+
+
+@dataclass
+class JobResult:
+    metrics: List[Metrics]
+    models: Dict[int, FinalModel]
+    predictions: List[dict]
+
+    def batch_ids_by_replica(self) -> Dict[int, List[int]]:
+        """The batches each replica trained, in the order of its local steps."""
+        out: Dict[int, List[int]] = {}
+        for m in sorted((m for m in self.metrics if m.phase == "batch"), key=lambda m: (m.replica, m.local_step)):
+            out.setdefault(m.replica, []).append(m.batch_id)
+        return out
+
+
+def numbered_batches(env, count: int, maker=make_batch):
+    numbers = number_sequence(env, 0, max(count, 1) - 1, name="test numbers", uid="test-numbers")
+    if count == 0:
+        numbers = numbers.filter(lambda i: False).name("no batches").uid("test-empty").set_parallelism(1)
+    return numbers.map(maker, output_type=types.bytes_type()).name("test batches").uid("test-batches").set_parallelism(1)
+
+
+def run_training(outdir, batches: int, config: TrainConfig, *, maker=make_batch, model=MODEL, stream=None) -> JobResult:
+    from pyflink.common import Types
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    outdir = str(outdir)
+    env = StreamExecutionEnvironment.get_execution_environment()
+    batch_stream = stream(env) if stream is not None else numbered_batches(env, batches, maker)
+    out = train(batch_stream, model=model, config=config)
+    write_json_lines(out.metrics, outdir, "metrics", name=config.name)
+    write_records(out.models, outdir, "model", name=config.name)
+    predictions = out.predictions.map(types.prediction_json, output_type=Types.STRING()).name("json").uid("json")
+    write_json_lines(predictions, outdir, "predictions", name=config.name)
+    env.execute("test job")
+    return read_results(outdir)
+
+
+def read_results(outdir) -> JobResult:
+    def lines(prefix):
+        return [line for path in sorted(glob.glob(os.path.join(str(outdir), f"{prefix}-*.jsonl"))) for line in open(path)]
+
+    models = [types.decode_final_model(open(p, "rb").read()) for p in sorted(glob.glob(os.path.join(str(outdir), "model-*.bin")))]
+    return JobResult(metrics=[Metrics.from_json(line) for line in lines("metrics")],
+                     models={m.replica: m for m in models},
+                     predictions=[json.loads(line) for line in lines("predictions")])
+
+
+def sequential_reference(result: JobResult, maker=make_batch, model=MODEL) -> Dict[str, np.ndarray]:
+    """Plain synchronous SGD on the same batches: at step k, the average of every replica's k-th gradient."""
+    from pyflink_tensair.core import wire
+    from pyflink_tensair.core.gradients import average_gradients
+    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
+
+    reference = KerasModelAdapter(load_model(model, seed=0))
+    ids = result.batch_ids_by_replica()
+    for step in range(max(len(v) for v in ids.values())):
+        grads = [reference.compute_gradients(wire.decode_batch(maker(ids[r][step]))).gradients
+                 for r in sorted(ids) if len(ids[r]) > step]
+        reference.apply_gradients(average_gradients(grads))
+    return reference.get_weights()

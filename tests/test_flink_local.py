@@ -1,0 +1,72 @@
+"""train() inside real Flink jobs on a local mini-cluster, in loopback and in process mode."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyflink")
+
+from pyflink_tensair import TrainConfig  # noqa: E402
+from pyflink_tensair.testing import max_weight_diff  # noqa: E402
+
+from flink_harness import garbage_after_three, run_training, sequential_reference, single_records  # noqa: E402
+
+pytestmark = pytest.mark.flink
+
+
+@pytest.mark.parametrize("workers", ["loopback", "process"])
+class TestTrainingModes:
+    def test_synchronous_replicas_stay_identical_and_match_sequential_sgd(self, tmp_path, workers):
+        result = run_training(tmp_path, 12, TrainConfig(replicas=2, staleness_bound=0, workers=workers, name="sync"))
+        assert sorted(p["batch_id"] for p in result.predictions) == list(range(12))
+        assert sorted(result.models) == [0, 1]
+        assert len({m.initial_digest for m in result.models.values()}) == 1
+        assert max_weight_diff([m.weights for m in result.models.values()]) <= 1e-6
+        reference = sequential_reference(result)
+        for name, value in reference.items():
+            np.testing.assert_allclose(result.models[0].weights[name], value, atol=1e-6)
+        assert {m.model_version for m in result.models.values()} == {6}
+
+    def test_dasgd_replicas_train_every_batch_and_apply_every_peer_message(self, tmp_path, workers):
+        result = run_training(tmp_path, 12, TrainConfig(replicas=2, staleness_bound=None, workers=workers, name="dasgd"))
+        assert sorted(p["batch_id"] for p in result.predictions) == list(range(12))
+        finals = {m.replica: m for m in result.metrics if m.phase == "final"}
+        assert sorted(finals) == [0, 1]
+        for r, final in finals.items():
+            peer = finals[1 - r]
+            assert final.model_version == final.local_step + peer.messages_sent - 1  # minus the done marker
+            assert result.models[r].model_version == final.model_version
+        assert sum(f.local_step for f in finals.values()) == 12
+
+
+def test_replica_r_runs_on_subtask_r_with_round_robin_batches(tmp_path):
+    result = run_training(tmp_path, 9, TrainConfig(replicas=3, staleness_bound=1, broadcast_every=2, name="pinned"))
+    assert result.batch_ids_by_replica() == {0: [0, 3, 6], 1: [1, 4, 7], 2: [2, 5, 8]}
+    assert max(m.staleness for m in result.metrics if m.phase == "batch") <= 1
+
+
+def test_job_ends_by_itself_when_the_input_is_empty(tmp_path):
+    result = run_training(tmp_path, 0, TrainConfig(replicas=2, name="empty"))
+    assert result.predictions == [] and sorted(result.models) == [0, 1]
+    assert all(m.model_version == 0 for m in result.models.values())
+
+
+def test_more_replicas_than_batches(tmp_path):
+    result = run_training(tmp_path, 2, TrainConfig(replicas=3, staleness_bound=0, name="few"))
+    assert sorted(result.models) == [0, 1, 2]
+    assert max_weight_diff([m.weights for m in result.models.values()]) == 0.0
+
+
+def test_bad_batch_bytes_fail_the_job_with_a_clear_error(tmp_path):
+    with pytest.raises(Exception) as err:
+        run_training(tmp_path, 6, TrainConfig(replicas=1, name="garbage"), maker=garbage_after_three)
+    text = str(err.value)
+    assert "WireFormatError" in text and "not a pyflink_tensair record" in text, text[-3000:]
+
+
+def test_to_batches_groups_single_records_into_mini_batches(tmp_path):
+    from pyflink_tensair import to_batches
+
+    result = run_training(tmp_path, 0, TrainConfig(replicas=1, name="records"),
+                          stream=lambda env: to_batches(single_records(env, 50), batch_size=16, name="records"))
+    assert sorted(p["batch_id"] for p in result.predictions) == [0, 1, 2, 3]  # 16 + 16 + 16 + 2
+    assert [len(p["predictions"]) for p in sorted(result.predictions, key=lambda p: p["batch_id"])] == [16, 16, 16, 2]
