@@ -172,6 +172,12 @@ def evaluate_models(models, model_spec, batches) -> dict:
             "holdout_batches": len(batches)}
 
 
+def _attached(env) -> bool:
+    from .environment import _env_configuration
+
+    return _env_configuration(env).get_string("execution.attached", "true").lower() != "false"
+
+
 def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batches: int,
             extra_summary: Optional[dict] = None, holdout=None) -> dict:
     """Attaches the result writers, runs the job with progress lines, returns (and writes) the summary.
@@ -190,6 +196,9 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
     follower = _MetricsFollower(outdir)
     start = time.time()
     client = env.execute_async(job_name)
+    if not _attached(env):  # flink run -d: the job runs on; nothing to follow from here
+        print(f"submitted detached as job {client.get_job_id()}; metrics and models will be in {outdir}", flush=True)
+        return {"job": job_name, "job_id": str(client.get_job_id()), "outdir": outdir, "detached": True}
     # A local mini-cluster shuts down with its job, so wait on the result, not on the status.
     result = client.get_job_execution_result()
     next_line = start + args.progress_every

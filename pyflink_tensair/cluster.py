@@ -1,0 +1,219 @@
+"""A standalone Flink cluster started from the pip package, bound to 127.0.0.1, stopped by PID.
+
+    python -m pyflink_tensair.cluster start --dir .flink --taskmanagers 2
+    python -m pyflink_tensair.cluster submit --dir .flink -- jobs/quickstart.py --replicas 2
+    python -m pyflink_tensair.cluster stop --dir .flink
+
+The cluster keeps its configuration, logs and PID files under ``--dir``; ``stop`` kills exactly
+the PIDs recorded there (never processes found by name). ``submit`` runs ``flink run -py`` with
+this cluster's configuration and the current Python interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from typing import Dict, List
+
+DEFAULT_DIR = ".flink"
+LOCALHOST = "127.0.0.1"
+
+
+def flink_home() -> str:
+    import pyflink
+
+    return os.path.dirname(os.path.abspath(pyflink.__file__))
+
+
+def _java_opts() -> str:
+    """The JVM options of the package's own config (Java 17 needs its --add-opens)."""
+    text = open(os.path.join(flink_home(), "conf", "config.yaml"), encoding="utf-8").read()
+    for line in text.splitlines():
+        if line.strip().startswith("all:") and "--add-" in line:
+            return line.split("all:", 1)[1].strip()
+    return ""
+
+
+def write_config(folder: str, *, taskmanagers: int, slots: int, rest_port: int, rpc_port: int) -> str:
+    conf = os.path.join(folder, "conf")
+    for sub in ("conf", "pids", "log"):
+        os.makedirs(os.path.join(folder, sub), exist_ok=True)
+    for name in glob.glob(os.path.join(flink_home(), "conf", "log*")):
+        shutil.copy(name, conf)
+    options = {
+        "env.java.opts.all": _java_opts(),
+        "env.pid.dir": os.path.join(folder, "pids"),
+        "env.log.dir": os.path.join(folder, "log"),
+        "jobmanager.bind-host": LOCALHOST,
+        "jobmanager.rpc.address": LOCALHOST,
+        "jobmanager.rpc.port": rpc_port,
+        "jobmanager.memory.process.size": "1024m",
+        "taskmanager.bind-host": LOCALHOST,
+        "taskmanager.host": LOCALHOST,
+        "taskmanager.numberOfTaskSlots": slots,
+        "taskmanager.memory.process.size": "2048m",
+        "taskmanager.rpc.port": f"{rpc_port + 10}-{rpc_port + 30}",
+        "taskmanager.data.port": 0,
+        "taskmanager.load-balance.mode": "slots",
+        "blob.server.port": f"{rpc_port + 40}-{rpc_port + 60}",
+        "rest.address": LOCALHOST,
+        "rest.bind-address": LOCALHOST,
+        "rest.port": rest_port,
+        "metrics.fetcher.update-interval": 1000,
+        "parallelism.default": 1,
+        "python.executable": sys.executable,
+        "python.client.executable": sys.executable,
+    }
+    with open(os.path.join(conf, "config.yaml"), "w", encoding="utf-8") as f:
+        for key, value in options.items():
+            f.write(f"{key}: {json.dumps(value) if isinstance(value, str) else value}\n")
+    with open(os.path.join(conf, "workers"), "w") as f:
+        f.write("\n".join([LOCALHOST] * taskmanagers) + "\n")
+    with open(os.path.join(conf, "masters"), "w") as f:
+        f.write(f"{LOCALHOST}:{rest_port}\n")
+    return conf
+
+
+def _environment(folder: str) -> Dict[str, str]:
+    env = dict(os.environ)
+    env.update(FLINK_HOME=flink_home(), FLINK_CONF_DIR=os.path.join(folder, "conf"),
+               FLINK_PID_DIR=os.path.join(folder, "pids"), FLINK_LOG_DIR=os.path.join(folder, "log"),
+               PYFLINK_CLIENT_EXECUTABLE=sys.executable)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+def rest_url(folder: str) -> str:
+    for line in open(os.path.join(folder, "conf", "config.yaml"), encoding="utf-8"):
+        if line.startswith("rest.port:"):
+            return f"http://{LOCALHOST}:{int(line.split(':', 1)[1])}"
+    raise RuntimeError(f"no rest.port in {folder}/conf/config.yaml")
+
+
+def rest_get(url: str, timeout: float = 5.0):
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.loads(response.read().decode("utf-8"))
+
+
+def cancel(url: str, job_id: str) -> None:
+    """Cancels a running job through the REST API."""
+    request = urllib.request.Request(f"{url}/jobs/{job_id}?mode=cancel", method="PATCH")
+    urllib.request.urlopen(request, timeout=10).close()
+
+
+def recorded_pids(folder: str) -> List[int]:
+    pids = []
+    for path in glob.glob(os.path.join(folder, "pids", "*.pid")):
+        pids += [int(line) for line in open(path) if line.strip().isdigit()]
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie has exited already
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def start(folder: str, *, taskmanagers: int = 2, slots: int = 2, rest_port: int = 18081, rpc_port: int = 16123,
+          timeout: float = 90.0) -> str:
+    """Starts a JobManager and ``taskmanagers`` TaskManagers; returns the REST URL once all registered."""
+    folder = os.path.abspath(folder)
+    if any(_alive(pid) for pid in recorded_pids(folder)):
+        raise RuntimeError(f"a cluster recorded in {folder}/pids is still running: stop it first")
+    for path in glob.glob(os.path.join(folder, "pids", "*.pid")):
+        os.remove(path)
+    write_config(folder, taskmanagers=taskmanagers, slots=slots, rest_port=rest_port, rpc_port=rpc_port)
+    env = _environment(folder)
+    home = flink_home()
+    subprocess.run(["bash", os.path.join(home, "bin", "jobmanager.sh"), "start"], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    for _ in range(taskmanagers):
+        subprocess.run(["bash", os.path.join(home, "bin", "taskmanager.sh"), "start"], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+    url = rest_url(folder)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if rest_get(url + "/overview").get("taskmanagers") == taskmanagers:
+                return url
+        except OSError:
+            pass
+        time.sleep(0.5)
+    stop(folder)
+    raise RuntimeError(f"the cluster did not come up within {timeout:.0f} s; logs in {folder}/log")
+
+
+def stop(folder: str, timeout: float = 30.0) -> List[int]:
+    """Stops every process recorded in the cluster's PID files (SIGTERM, then SIGKILL)."""
+    folder = os.path.abspath(folder)
+    pids = recorded_pids(folder)
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.time() + timeout
+    while time.time() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.2)
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    for path in glob.glob(os.path.join(folder, "pids", "*.pid")):
+        os.remove(path)
+    return pids
+
+
+def submit(folder: str, script_args: List[str], *, detached: bool = False, timeout: float = None) -> subprocess.CompletedProcess:
+    """``flink run -py`` a job on the cluster with this interpreter; returns the finished process."""
+    folder = os.path.abspath(folder)
+    command = [os.path.join(flink_home(), "bin", "flink"), "run", *(["-d"] if detached else []),
+               "-pyclientexec", sys.executable, "-pyexec", sys.executable, "-py", *script_args]
+    return subprocess.run(command, env=_environment(folder), capture_output=True, text=True, timeout=timeout)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pyflink_tensair.cluster", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_start = sub.add_parser("start", help="start a JobManager and TaskManagers")
+    p_start.add_argument("--taskmanagers", type=int, default=2)
+    p_start.add_argument("--slots", type=int, default=2, help="slots per TaskManager")
+    p_start.add_argument("--rest-port", type=int, default=18081)
+    p_start.add_argument("--rpc-port", type=int, default=16123)
+    p_stop = sub.add_parser("stop", help="stop the processes recorded in the PID files")
+    p_submit = sub.add_parser("submit", help="flink run -py SCRIPT [ARGS...] on this cluster")
+    p_submit.add_argument("--detached", action="store_true")
+    p_submit.add_argument("script_args", nargs=argparse.REMAINDER)
+    for p in (p_start, p_stop, p_submit):
+        p.add_argument("--dir", default=DEFAULT_DIR, help=f"the cluster's folder (default: {DEFAULT_DIR})")
+    args = parser.parse_args(argv)
+    if args.command == "start":
+        url = start(args.dir, taskmanagers=args.taskmanagers, slots=args.slots, rest_port=args.rest_port,
+                    rpc_port=args.rpc_port)
+        print(f"cluster up: {url} (PIDs {recorded_pids(os.path.abspath(args.dir))})")
+    elif args.command == "stop":
+        print(f"stopped PIDs {stop(args.dir)}")
+    else:
+        script_args = [a for a in args.script_args if a != "--"]
+        result = submit(args.dir, script_args, detached=args.detached)
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        return result.returncode
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

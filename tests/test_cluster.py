@@ -1,0 +1,96 @@
+"""Jobs submitted with `flink run -py` to a standalone cluster of two TaskManagers (127.0.0.1)."""
+
+import json
+import os
+import re
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("pyflink")
+
+from pyflink_tensair import cluster  # noqa: E402
+
+pytestmark = pytest.mark.cluster
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUICKSTART = os.path.join(ROOT, "jobs", "quickstart.py")
+
+
+@pytest.fixture(scope="session")
+def flink_cluster(tmp_path_factory):
+    """The cluster .ci/run started (TENSAIR_CLUSTER_DIR), or one of our own for this session."""
+    folder = os.environ.get("TENSAIR_CLUSTER_DIR")
+    if folder:
+        yield os.path.abspath(folder)
+        return
+    folder = str(tmp_path_factory.mktemp("flink-cluster"))
+    cluster.start(folder, taskmanagers=2, slots=2, rest_port=18181, rpc_port=16223)
+    try:
+        yield folder
+    finally:
+        cluster.stop(folder)
+
+
+def _job_id(output: str) -> str:
+    match = re.search(r"JobID ([0-9a-f]{32})", output)
+    assert match, output[-3000:]
+    return match.group(1)
+
+
+def _wait_finished(url: str, job_id: str, timeout: float = 300.0) -> str:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        state = cluster.rest_get(f"{url}/jobs/{job_id}")["state"]
+        if state in ("FINISHED", "FAILED", "CANCELED"):
+            return state
+        time.sleep(1)
+    raise AssertionError(f"job {job_id} still running after {timeout} s")
+
+
+def test_quickstart_with_flink_run_on_two_taskmanagers(flink_cluster, tmp_path):
+    summary_path = tmp_path / "summary.json"
+    result = cluster.submit(flink_cluster, [QUICKSTART, "--replicas", "2", "--staleness", "0", "--batches", "60",
+                                            "--summary", str(summary_path), "--outdir", str(tmp_path / "out")],
+                            timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "batches 60/60" in result.stdout  # progress lines reach the person who submitted the job
+    summary = json.loads(summary_path.read_text())
+    assert summary["batches"] == 60 and summary["finished_replicas"] == [0, 1]
+    assert summary["replica_max_weight_diff"] <= 1e-6 and summary["model_versions"] == [30, 30]
+    url = cluster.rest_url(flink_cluster)
+    job_id = _job_id(result.stdout)
+    vertex = next(v for v in cluster.rest_get(f"{url}/jobs/{job_id}")["vertices"] if ": replicas" in v["name"])
+    subtasks = cluster.rest_get(f"{url}/jobs/{job_id}/vertices/{vertex['id']}")["subtasks"]
+    assert len({s["taskmanager-id"] for s in subtasks}) == 2, "one replica on each TaskManager"
+
+
+def _replica_metrics(url, job_id):
+    job = cluster.rest_get(f"{url}/jobs/{job_id}")
+    vertex = next(v for v in job["vertices"] if ": replicas" in v["name"])
+    available = cluster.rest_get(f"{url}/jobs/{job_id}/vertices/{vertex['id']}/subtasks/metrics")
+    wanted = [m["id"] for m in available if re.search(r"tensair\.(model_version|loss_x1e6|staleness|batches_per_s_x1000)$", m["id"])]
+    if not wanted:
+        return {}
+    values = cluster.rest_get(f"{url}/jobs/{job_id}/vertices/{vertex['id']}/subtasks/metrics?get=" + ",".join(wanted))
+    return {m["id"].split("tensair.")[-1]: m for m in values}
+
+
+def test_replica_metrics_are_flink_metrics_in_the_rest_api(flink_cluster, tmp_path):
+    url = cluster.rest_url(flink_cluster)
+    result = cluster.submit(flink_cluster, [QUICKSTART, "--replicas", "2", "--batches", "6000", "--outdir",
+                                            str(tmp_path / "out")], detached=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    job_id = _job_id(result.stdout)
+    seen = {}
+    deadline = time.time() + 240
+    while time.time() < deadline and cluster.rest_get(f"{url}/jobs/{job_id}")["state"] in ("CREATED", "INITIALIZING", "RUNNING"):
+        seen = _replica_metrics(url, job_id)
+        if seen.get("model_version", {}).get("max", 0) > 0 and seen.get("loss_x1e6", {}).get("max", 0) > 0:
+            break
+        time.sleep(2)
+    assert seen.get("model_version", {}).get("max", 0) > 0, seen
+    assert 0 < seen["loss_x1e6"]["max"] < 10 * 1e6, seen
+    assert {"staleness", "batches_per_s_x1000"} <= set(seen)
+    cluster.cancel(url, job_id)  # the first test already shows that jobs end by themselves
+    assert _wait_finished(url, job_id) == "CANCELED"
