@@ -87,13 +87,13 @@ def read_results(outdir) -> JobResult:
                      predictions=[json.loads(line) for line in lines("predictions")])
 
 
-def sequential_reference(result: JobResult, maker=make_batch, model=MODEL) -> Dict[str, np.ndarray]:
+def sequential_reference(result: JobResult, maker=make_batch, model=MODEL, seed: int = 0) -> Dict[str, np.ndarray]:
     """Plain synchronous SGD on the same batches: at step k, the average of every replica's k-th gradient."""
     from pyflink_tensair.core import wire
     from pyflink_tensair.core.gradients import average_gradients
     from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
 
-    reference = KerasModelAdapter(load_model(model, seed=0))
+    reference = KerasModelAdapter(load_model(model, seed=seed))
     ids = result.batch_ids_by_replica()
     for step in range(max(len(v) for v in ids.values())):
         grads = [reference.compute_gradients(wire.decode_batch(maker(ids[r][step]))).gradients
