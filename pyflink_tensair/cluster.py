@@ -82,8 +82,17 @@ def write_config(folder: str, *, taskmanagers: int, slots: int, rest_port: int, 
     return conf
 
 
+# Set in a process that has hosted PyFlink's loopback workers; a child client must not inherit them.
+_PYFLINK_WORKER_VARIABLES = ("PYFLINK_GATEWAY_DISABLED", "_python_worker_execution_mode")
+
+
+def client_environment() -> Dict[str, str]:
+    """This process's environment, less PyFlink's worker-only variables, for a child PyFlink client."""
+    return {k: v for k, v in os.environ.items() if k not in _PYFLINK_WORKER_VARIABLES}
+
+
 def _environment(folder: str) -> Dict[str, str]:
-    env = dict(os.environ)
+    env = client_environment()
     env.update(FLINK_HOME=flink_home(), FLINK_CONF_DIR=os.path.join(folder, "conf"),
                FLINK_PID_DIR=os.path.join(folder, "pids"), FLINK_LOG_DIR=os.path.join(folder, "log"),
                PYFLINK_CLIENT_EXECUTABLE=sys.executable)

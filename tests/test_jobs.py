@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("pyflink")
 
-from pyflink_tensair import data  # noqa: E402
+from pyflink_tensair import cluster, data  # noqa: E402
 from pyflink_tensair.models import zoo  # noqa: E402
 
 from flink_harness import read_results, sequential_reference  # noqa: E402
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.flink
 
 def _run(script, *args, timeout=600):
     return subprocess.run([sys.executable, os.path.join(ROOT, "jobs", script), *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT)
+                          text=True, timeout=timeout, cwd=ROOT, env=cluster.client_environment())
 
 
 def test_quickstart_synchronous_run_matches_sequential_sgd(tmp_path):
