@@ -49,7 +49,8 @@ def main(argv=None):
         rows.append({"staleness": bound, "final_loss": round(s["final_loss"], 4), "holdout_loss": round(s["holdout_loss"], 4),
                      "final_loss_over_reference": round(s["final_loss"] / reference["final_loss"], 3),
                      "holdout_loss_over_reference": round(s["holdout_loss"] / reference["holdout_loss"], 3),
-                     "max_staleness": s["max_staleness"], "batches_per_s": round(s["batches_per_s"], 1),
+                     "max_staleness": s["max_staleness"], "bound_overflows": s["bound_overflows"],
+                     "batches_per_s": round(s["batches_per_s"], 1),
                      "replica_max_weight_diff": s["replica_max_weight_diff"]})
     figures = {"batches": args.batches, "replicas": args.replicas, "seed": args.seed, "runs": rows}
     print(json.dumps(figures, indent=2))

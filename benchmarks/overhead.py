@@ -52,7 +52,7 @@ def plain_loop(maker, model, batches: int, threads: int) -> float:
     return (len(times) - 1) / (times[-1] - times[0])
 
 
-def in_flink(maker, model, batches: int, threads: int, workers: str) -> float:
+def in_flink(maker, model, batches: int, threads: int, workers: str, latency=None) -> float:
     """Trained batches per second of one replica inside a Flink job (first to last trained batch)."""
     from pyflink.datastream import StreamExecutionEnvironment
 
@@ -66,8 +66,9 @@ def in_flink(maker, model, batches: int, threads: int, workers: str) -> float:
     env = StreamExecutionEnvironment.get_execution_environment()
     numbers = number_sequence(env, 0, batches - 1, name="numbers", uid="numbers")
     stream = numbers.map(maker, output_type=types.bytes_type()).name("batches").uid("batches").set_parallelism(1)
-    out = train(stream, model=model, config=TrainConfig(replicas=1, tf_intra_op_threads=threads, workers=workers,
-                                                       name="overhead"))
+    config = TrainConfig(replicas=1, tf_intra_op_threads=threads, workers=workers, name="overhead",
+                         **({"latency": latency} if latency is not None else {}))
+    out = train(stream, model=model, config=config)
     write_json_lines(out.metrics, outdir, "metrics", name="overhead").set_parallelism(1)
     env.execute("overhead")
     records = [Metrics.from_json(line) for name in os.listdir(outdir) for line in open(os.path.join(outdir, name))]
@@ -81,15 +82,23 @@ def main(argv=None):
     parser.add_argument("--batches", type=int, default=600)
     parser.add_argument("--tf-threads", type=int, default=1)
     parser.add_argument("--workers", choices=["process", "loopback"], default="process")
+    parser.add_argument("--bundle-size", type=int, help="override python.fn-execution.bundle.size")
+    parser.add_argument("--bundle-time-ms", type=int, help="override python.fn-execution.bundle.time")
+    parser.add_argument("--buffer-timeout-ms", type=int, help="override the network buffer timeout")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args(argv)
     maker, model = _maker_and_model(args.model)
-    flink = in_flink(maker, model, args.batches, args.tf_threads, args.workers)
+    from pyflink_tensair import LatencySettings
+
+    overrides = {k: v for k, v in (("bundle_size", args.bundle_size), ("bundle_time_ms", args.bundle_time_ms),
+                                   ("buffer_timeout_ms", args.buffer_timeout_ms)) if v is not None}
+    latency = LatencySettings(**overrides)
+    flink = in_flink(maker, model, args.batches, args.tf_threads, args.workers, latency)
     plain = plain_loop(maker, model, args.batches, args.tf_threads)
     features, classes, hidden, batch_size = MODELS[args.model]
     figures = {"model": args.model, "features": features, "hidden": hidden, "classes": classes,
                "batch_size": batch_size, "batches": args.batches, "tf_intra_op_threads": args.tf_threads,
-               "workers": args.workers, "flink_batches_per_s": round(flink, 2),
+               "workers": args.workers, "latency": vars(latency), "flink_batches_per_s": round(flink, 2),
                "plain_loop_batches_per_s": round(plain, 2), "flink_over_plain": round(flink / plain, 3)}
     print(json.dumps(figures, indent=2))
     if args.json:

@@ -70,7 +70,7 @@ class LatencySettings:
     """
 
     bundle_size: int = 1
-    bundle_time_ms: int = 1
+    bundle_time_ms: int = 10
     buffer_timeout_ms: int = 1
 
     def __post_init__(self):

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from ..config import TrainConfig, WorkerMode
+from ..config import LatencySettings, TrainConfig, WorkerMode
 from ..core.events import Metrics
 from ..core.simulation import max_weight_diff
 from .sinks import write_json_lines, write_records
@@ -48,12 +48,25 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: int, batch_si
     parser.add_argument("--workers", choices=[m.value for m in WorkerMode], default=WorkerMode.PROCESS.value,
                         help="Python workers of a local mini-cluster: separate processes (default) or loopback")
     parser.add_argument("--tf-threads", type=int, default=1, help="TensorFlow intra-op threads per replica (default: 1)")
+    parser.add_argument("--buffer-capacity", type=int, default=None,
+                        help="batches a replica may hold while the staleness bound stops it (default: the job's)")
     parser.add_argument("--progress-every", type=float, default=3.0, help="seconds between progress lines")
+    defaults = LatencySettings()
+    parser.add_argument("--bundle-size", type=int, default=defaults.bundle_size,
+                        help=f"python.fn-execution.bundle.size (default: {defaults.bundle_size})")
+    parser.add_argument("--bundle-time-ms", type=int, default=defaults.bundle_time_ms,
+                        help=f"python.fn-execution.bundle.time in ms (default: {defaults.bundle_time_ms})")
+    parser.add_argument("--buffer-timeout-ms", type=int, default=defaults.buffer_timeout_ms,
+                        help=f"network buffer timeout in ms (default: {defaults.buffer_timeout_ms})")
 
 
 def config_from_args(args, **overrides) -> TrainConfig:
+    latency = LatencySettings(bundle_size=args.bundle_size, bundle_time_ms=args.bundle_time_ms,
+                              buffer_timeout_ms=args.buffer_timeout_ms)
     fields = dict(replicas=args.replicas, staleness_bound=args.staleness, broadcast_every=args.broadcast_every,
-                  seed=args.seed, workers=args.workers, tf_intra_op_threads=args.tf_threads)
+                  seed=args.seed, workers=args.workers, tf_intra_op_threads=args.tf_threads, latency=latency)
+    if args.buffer_capacity is not None:
+        fields["buffer_capacity"] = args.buffer_capacity
     fields.update(overrides)
     return TrainConfig(**fields)
 
@@ -214,6 +227,7 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
     models = [decode_final_model(open(p, "rb").read()) for p in sorted(glob.glob(os.path.join(outdir, "model-*.bin")))]
     summary = summarize(follower.records, models, config, wall)
     summary.update({"job": job_name, "batch_size": args.batch_size, "seed": args.seed, "outdir": outdir,
+                    "latency": None if config.latency is None else vars(config.latency),
                     **(extra_summary or {})})
     if holdout is not None:
         summary.update(evaluate_models(models, *holdout))
