@@ -165,7 +165,3 @@ class TrainConfig:
                 "name must be a non-empty string of letters, digits, '-' and '_'. "
                 f"Received: name={self.name!r}"
             )
-
-    @property
-    def synchronous(self) -> bool:
-        return self.staleness_bound == 0
