@@ -19,7 +19,7 @@ def _imports(path):
 
 def test_core_sources_import_no_flink_and_no_tensorflow():
     for path in sorted((PACKAGE / "core").glob("*.py")) + [PACKAGE / "config.py", PACKAGE / "errors.py",
-                                                           PACKAGE / "testing.py", PACKAGE / "data.py"]:
+                                                           PACKAGE / "testing.py", PACKAGE / "data.py", PACKAGE / "datasets.py"]:
         for name in _imports(path):
             assert not name.startswith(("pyflink", "tensorflow", "keras")), f"{path.name} imports {name}"
 

@@ -36,3 +36,38 @@ def embedding_classifier(vocabulary: int = 10_000, dim: int = 32, length: int = 
     ])
     model.compile(optimizer=keras.optimizers.SGD(learning_rate), loss="sparse_categorical_crossentropy")
     return model
+
+
+def cifar10_cnn(learning_rate: float = 0.001) -> "keras.Model":
+    """The reference CIFAR-10 CNN of TensAIR: 122,570 trainable parameters, Adam, logits out."""
+    model = keras.Sequential([
+        keras.Input(shape=(32, 32, 3)),
+        keras.layers.Conv2D(32, 3, activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Conv2D(64, 3, activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Conv2D(64, 3, activation="relu"),
+        keras.layers.Flatten(),
+        keras.layers.Dense(64, activation="relu"),
+        keras.layers.Dense(10),
+    ])
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def digits_cnn(learning_rate: float = 0.001) -> "keras.Model":
+    """The same shape of CNN sized for scikit-learn's 8x8 digits (padding keeps the maps large enough)."""
+    model = keras.Sequential([
+        keras.Input(shape=(8, 8, 1)),
+        keras.layers.Conv2D(32, 3, activation="relu", padding="same"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Conv2D(64, 3, activation="relu", padding="same"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Flatten(),
+        keras.layers.Dense(64, activation="relu"),
+        keras.layers.Dense(10),
+    ])
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
