@@ -38,36 +38,29 @@ def embedding_classifier(vocabulary: int = 10_000, dim: int = 32, length: int = 
     return model
 
 
-def cifar10_cnn(learning_rate: float = 0.001) -> "keras.Model":
-    """The reference CIFAR-10 CNN of TensAIR: 122,570 trainable parameters, Adam, logits out."""
-    model = keras.Sequential([
-        keras.Input(shape=(32, 32, 3)),
-        keras.layers.Conv2D(32, 3, activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Conv2D(64, 3, activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Conv2D(64, 3, activation="relu"),
-        keras.layers.Flatten(),
-        keras.layers.Dense(64, activation="relu"),
-        keras.layers.Dense(10),
-    ])
+def _classifier_cnn(input_shape, convolutions, *, padding: str, pool_last: bool, learning_rate: float) -> "keras.Model":
+    """Conv(3x3, relu) layers with 2x2 max-pooling between them (and after the last one if
+    ``pool_last``), then Dense 64 relu and 10 logits; Adam."""
+    layers = [keras.Input(shape=input_shape)]
+    for i, filters in enumerate(convolutions):
+        if i:
+            layers.append(keras.layers.MaxPooling2D())
+        layers.append(keras.layers.Conv2D(filters, 3, activation="relu", padding=padding))
+    if pool_last:
+        layers.append(keras.layers.MaxPooling2D())
+    layers += [keras.layers.Flatten(), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10)]
+    model = keras.Sequential(layers)
     model.compile(optimizer=keras.optimizers.Adam(learning_rate),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model
+
+
+def cifar10_cnn(learning_rate: float = 0.001) -> "keras.Model":
+    """The reference CIFAR-10 CNN of TensAIR (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10):
+    122,570 trainable parameters, Adam, logits out."""
+    return _classifier_cnn((32, 32, 3), (32, 64, 64), padding="valid", pool_last=False, learning_rate=learning_rate)
 
 
 def digits_cnn(learning_rate: float = 0.001) -> "keras.Model":
-    """The same shape of CNN sized for scikit-learn's 8x8 digits (padding keeps the maps large enough)."""
-    model = keras.Sequential([
-        keras.Input(shape=(8, 8, 1)),
-        keras.layers.Conv2D(32, 3, activation="relu", padding="same"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Conv2D(64, 3, activation="relu", padding="same"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Flatten(),
-        keras.layers.Dense(64, activation="relu"),
-        keras.layers.Dense(10),
-    ])
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    return model
+    """The same shape of CNN sized for scikit-learn's 8x8 digits (Conv32-Pool-Conv64-Pool, padded)."""
+    return _classifier_cnn((8, 8, 1), (32, 64), padding="same", pool_last=True, learning_rate=learning_rate)
