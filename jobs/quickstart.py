@@ -15,8 +15,8 @@ import argparse
 import functools
 
 from pyflink_tensair import data, train
-from pyflink_tensair.flink import runner, types
-from pyflink_tensair.flink.sources import number_sequence
+from pyflink_tensair.flink import runner
+from pyflink_tensair.flink.sources import batch_source
 from pyflink_tensair.models import zoo
 
 FEATURES, CLASSES = 20, 4
@@ -24,11 +24,9 @@ HOLDOUT_START = 10 ** 9  # batch numbers of the held-out set, never in the strea
 
 
 def build_batches(env, args):
-    numbers = number_sequence(env, 0, args.batches - 1, name="quickstart: batch numbers", uid="quickstart-numbers")
-    make = functools.partial(data.encoded_teacher_batch, batch_size=args.batch_size, features=FEATURES,
+    make = functools.partial(data.teacher_classification_batch, batch_size=args.batch_size, features=FEATURES,
                              classes=CLASSES, seed=args.seed)
-    return (numbers.map(make, output_type=types.bytes_type())
-            .name("quickstart: generate batches").uid("quickstart-generate").set_parallelism(1))
+    return batch_source(env, args.batches, make, rate=args.rate, name="quickstart")
 
 
 def main(argv=None):
@@ -49,7 +47,7 @@ def main(argv=None):
     holdout = [data.teacher_classification_batch(HOLDOUT_START + i, batch_size=256, features=FEATURES,
                                                  classes=CLASSES, seed=args.seed) for i in range(16)]
     return runner.run_job(env, output, args, job_name="quickstart", config=config, total_batches=args.batches,
-                          holdout=(model, holdout))
+                          model_spec=model, holdout=holdout)
 
 
 if __name__ == "__main__":

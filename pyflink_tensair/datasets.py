@@ -66,3 +66,117 @@ def synthetic_images(index: int, *, batch_size: int, seed: int = 0, classes: int
     y = rng.integers(0, classes, size=batch_size)
     x = 0.5 * patterns[y] + 0.5 * rng.uniform(0, 1, size=(batch_size, 32, 32, 3)).astype(np.float32)
     return x.astype(np.float32), y.astype(np.int64)
+
+
+DIGITS_HOLDOUT = 297  # the last images of scikit-learn's digits are never streamed: a held-out test set
+SYNTHETIC_PASS = 50_000  # images per "pass" over synthetic data (as many as CIFAR-10's training set)
+
+
+class ImageStream:
+    """Mini-batch ``i`` of an image data set replayed as a stream, one fresh shuffle per pass.
+
+    ``spec`` is ``"digits"``, ``"cifar10:FOLDER"`` or ``"synthetic"``. The data set is loaded on the
+    first call (once per Python worker), so the object itself stays small enough to ship to Flink.
+    Pass ``p`` visits the training images in ``default_rng([seed, p]).permutation``; a pass has
+    ``batches_per_pass`` full batches (the remainder of each shuffle is left out). Batch metadata:
+    ``id`` (= ``i``) and ``pass``.
+
+    Example::
+
+        >>> stream = ImageStream("digits", batch_size=32)
+        >>> stream.batches_per_pass, stream(50).meta["pass"], stream(50).x.shape
+        (46, 1, (32, 8, 8, 1))
+    """
+
+    def __init__(self, spec: str, *, batch_size: int, seed: int = 0):
+        self.kind, self.folder = parse_image_spec(spec)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1. Received: batch_size={batch_size}")
+        self.spec = spec
+        self.batch_size = batch_size
+        self.seed = seed
+        self._train = None
+        self._permutations = {}
+        if self.kind == "cifar10":
+            self._check_cifar10_folder()
+        size = self.train_size
+        if size < batch_size:
+            raise ValueError(f"{spec!r} has {size} training images, fewer than one batch of {batch_size}")
+        self.batches_per_pass = size // batch_size
+
+    @property
+    def synthetic(self) -> bool:
+        return self.kind == "synthetic"
+
+    @property
+    def input_shape(self) -> Tuple[int, ...]:
+        return (8, 8, 1) if self.kind == "digits" else (32, 32, 3)
+
+    @property
+    def train_size(self) -> int:
+        if self.kind == "digits":
+            return 1797 - DIGITS_HOLDOUT
+        if self.kind == "synthetic":
+            return SYNTHETIC_PASS
+        return sum(os.path.getsize(p) for p in self._cifar10_paths(train=True)) // CIFAR10_RECORD
+
+    def _cifar10_paths(self, *, train: bool):
+        names = CIFAR10_TRAIN_FILES if train else ["test_batch.bin"]
+        return [os.path.join(self.folder, n) for n in names if os.path.isfile(os.path.join(self.folder, n))]
+
+    def _check_cifar10_folder(self) -> None:
+        if not os.path.isdir(self.folder):
+            raise FileNotFoundError(f"CIFAR-10 folder {self.folder!r} does not exist")
+        if not self._cifar10_paths(train=True):
+            raise FileNotFoundError(f"no CIFAR-10 binary batches ({', '.join(CIFAR10_TRAIN_FILES)}) in {self.folder!r}")
+
+    def _data(self):
+        if self._train is None:
+            if self.kind == "digits":
+                x, y = load_digits()
+                self._train = (x[:-DIGITS_HOLDOUT], y[:-DIGITS_HOLDOUT])
+            else:
+                self._train = read_cifar10(self.folder, train=True)
+        return self._train
+
+    def __call__(self, index: int) -> "Batch":
+        from .core.messages import Batch
+
+        index = int(index)
+        epoch, position = divmod(index, self.batches_per_pass)
+        meta = {"id": index, "pass": epoch}
+        if self.synthetic:
+            x, y = synthetic_images(index, batch_size=self.batch_size, seed=self.seed)
+            return Batch(x, y, meta)
+        x, y = self._data()
+        if epoch not in self._permutations:
+            self._permutations = {epoch: np.random.default_rng([self.seed, epoch]).permutation(len(y))}
+        rows = self._permutations[epoch][position * self.batch_size:(position + 1) * self.batch_size]
+        return Batch(x[rows], y[rows], meta)
+
+    def holdout(self, batch_size: int = 256):
+        """Held-out batches: digits' last 297 images, CIFAR-10's ``test_batch.bin`` if present
+        (else none), synthetic batches numbered beyond any stream."""
+        from .core.messages import Batch
+
+        if self.kind == "digits":
+            x, y = load_digits()
+            x, y = x[-DIGITS_HOLDOUT:], y[-DIGITS_HOLDOUT:]
+        elif self.kind == "cifar10":
+            if not self._cifar10_paths(train=False):
+                return []
+            x, y = read_cifar10(self.folder, train=False)
+        else:
+            batches = [synthetic_images(10 ** 9 + i, batch_size=batch_size, seed=self.seed) for i in range(4)]
+            return [Batch(bx, by) for bx, by in batches]
+        return [Batch(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, len(y), batch_size)]
+
+
+def parse_image_spec(spec: str) -> Tuple[str, str]:
+    """``"digits"`` -> ``("digits", "")``; ``"cifar10:FOLDER"`` -> ``("cifar10", FOLDER)``; ``"synthetic"``."""
+    kind, _, folder = str(spec).partition(":")
+    if kind in ("digits", "synthetic") and not folder:
+        return kind, ""
+    if kind == "cifar10" and folder:
+        return kind, folder
+    raise ValueError(f"data must be 'digits', 'cifar10:FOLDER' or 'synthetic'. Received: {spec!r}")

@@ -37,7 +37,7 @@ def test_quickstart_synchronous_run_matches_sequential_sgd(tmp_path):
         assert key in figures, key
     assert figures["replicas"] == 2 and figures["staleness_bound"] == 0 and figures["batches"] == 24
     assert figures["model_versions"] == [12, 12] and figures["replica_max_weight_diff"] <= 1e-6
-    assert figures["gradient_messages"] == 2 * 12 + 2  # one per step and replica, plus two done markers
+    assert figures["gradient_messages"] == 2 * 12  # one per step and replica (done markers not counted)
     maker = functools.partial(data.encoded_teacher_batch, batch_size=32, features=20, classes=4, seed=3)
     model = functools.partial(zoo.quickstart_classifier, features=20, classes=4)
     results = read_results(tmp_path / "out")
@@ -54,3 +54,107 @@ def test_quickstart_synchronous_run_matches_sequential_sgd(tmp_path):
 def test_bad_arguments_exit_with_a_clear_message(args, message):
     result = _run("quickstart.py", *args, timeout=120)
     assert result.returncode == 2 and message in result.stderr
+
+
+def _tensorboard_scalars(folder):
+    import tensorflow as tf
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder), size_guidance={"tensors": 0})
+    events.Reload()
+    return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]
+            for tag in events.Tags()["tensors"]}
+
+
+def _json_lines(folder, prefix):
+    lines = []
+    for path in sorted(folder.glob(f"{prefix}-*.jsonl")):
+        lines += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return lines
+
+
+def test_image_classification_on_digits_then_continued_from_the_saved_model(tmp_path):
+    from pyflink_tensair.core.events import weights_digest
+    from pyflink_tensair.datasets import ImageStream
+    from pyflink_tensair.flink.types import decode_final_model
+    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
+
+    saved, summary_path = tmp_path / "digits.keras", tmp_path / "summary.json"
+    result = _run("image_classification.py", "--replicas", "2", "--staleness", "0", "--passes", "2",
+                  "--batch-size", "64", "--outdir", str(tmp_path / "out"), "--summary", str(summary_path),
+                  "--logdir", str(tmp_path / "tb"), "--save", str(saved), "--progress-every", "1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "batches 46/46" in result.stdout and " acc " in result.stdout
+    summary = json.loads(summary_path.read_text())
+    assert summary["batches"] == 46 and summary["batches_per_pass"] == 23 and summary["synthetic_data"] is False
+    assert len(summary["pass_accuracy"]) == 2 and summary["pass_accuracy"][1] > summary["pass_accuracy"][0] + 0.1
+    assert summary["holdout_accuracy"] > 0.5 and summary["replica_max_weight_diff"] <= 1e-6
+    assert summary["messages_per_s"] > 0 and summary["mean_gradient_message_bytes"] > 0
+    assert len(summary["accuracy_curve"]) == 46 and summary["accuracy_curve"][-1][1] == pytest.approx(summary["window_accuracy"], abs=1e-5)
+
+    # the prediction stream: every batch once, predicted labels that score the reported accuracy
+    predictions = _json_lines(tmp_path / "out", "predictions")
+    assert sorted(p["batch_id"] for p in predictions) == list(range(46))
+    stream = ImageStream("digits", batch_size=64)
+    for p in predictions[::5]:
+        truth = stream(p["batch_id"]).y
+        assert len(p["labels"]) == 64
+        assert np.mean(np.array(p["labels"]) == truth) == pytest.approx(p["accuracy"], abs=1e-6)
+
+    scalars = _tensorboard_scalars(tmp_path / "tb" / "replica-0")
+    assert {"loss", "accuracy", "batches_per_s", "staleness"} <= set(scalars)
+    assert [step for step, _ in scalars["loss"]] == list(range(1, 24))
+    job_scalars = _tensorboard_scalars(tmp_path / "tb" / "job")
+    assert job_scalars["window_accuracy"][-1] == (46, pytest.approx(summary["window_accuracy"], abs=1e-6))
+
+    # --save wrote replica 0's final weights; --model continues from exactly those
+    final = decode_final_model((tmp_path / "out" / "model-0-000000.bin").read_bytes())
+    saved_weights = KerasModelAdapter(load_model(str(saved))).get_weights()
+    assert weights_digest(saved_weights) == weights_digest(final.weights)
+    result = _run("image_classification.py", "--replicas", "1", "--passes", "1", "--batch-size", "64",
+                  "--model", str(saved), "--outdir", str(tmp_path / "again"), "--summary", str(tmp_path / "again.json"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    again = decode_final_model((tmp_path / "again" / "model-0-000000.bin").read_bytes())
+    assert again.initial_digest == weights_digest(saved_weights)
+    continued = json.loads((tmp_path / "again.json").read_text())
+    assert continued["pass_accuracy"][0] > summary["pass_accuracy"][0] + 0.1  # a pre-trained start
+
+
+def test_image_classification_reads_cifar10_binary_batches(tmp_path):
+    from pyflink_tensair import datasets
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, size=(96, 32, 32, 3)).astype(np.float32) / 255
+    y = rng.integers(0, 10, size=96)
+    folder = tmp_path / "cifar"
+    folder.mkdir()
+    datasets.write_cifar10(str(folder / "data_batch_1.bin"), x[:64], y[:64])
+    datasets.write_cifar10(str(folder / "test_batch.bin"), x[64:], y[64:])
+    summary_path = tmp_path / "summary.json"
+    result = _run("image_classification.py", "--data", f"cifar10:{folder}", "--replicas", "2", "--batch-size", "16",
+                  "--passes", "2", "--outdir", str(tmp_path / "out"), "--summary", str(summary_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(summary_path.read_text())
+    assert summary["batches"] == 8 and summary["model"] == "cifar10_cnn" and summary["holdout_batches"] == 1
+    assert summary["gradient_messages"] == 8  # one per trained batch
+    assert summary["mean_gradient_message_bytes"] == 122_570 * 4  # a dense message carries every parameter
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--data", "mnist"], "--data must be digits, cifar10:FOLDER or synthetic"),
+    (["--data", "cifar10:/no/such/folder"], "does not exist"),
+    (["--save", "model.h5"], "--save must name a .keras file"),
+    (["--rate", "-1"], "--rate must be >= 0"),
+    (["--passes", "0"], "--passes must be >= 1"),
+])
+def test_image_classification_bad_arguments(args, message):
+    result = _run("image_classification.py", *args, timeout=120)
+    assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+
+
+def test_image_classification_refuses_a_model_of_another_input_shape(tmp_path):
+    model = zoo.quickstart_classifier()
+    model.save(str(tmp_path / "mlp.keras"))
+    result = _run("image_classification.py", "--model", str(tmp_path / "mlp.keras"), timeout=120)
+    assert result.returncode == 2
+    assert "takes inputs of shape (20,), but digits images are (8, 8, 1)" in result.stderr, result.stderr[-2000:]

@@ -7,7 +7,9 @@ comes back through the feedback channel to every other replica.
 
 from __future__ import annotations
 
-from typing import List
+import json
+import time
+from typing import Callable, List, Optional
 
 from pyflink.common import Row
 from pyflink.datastream import KeyedCoProcessFunction, ProcessFunction, RuntimeContext
@@ -59,13 +61,17 @@ class ReplicaFunction(KeyedCoProcessFunction):
     """Input 1: ``Row(key, batch or start marker)``; input 2: ``Row(key, peer message)``.
 
     Main output: prediction rows. Side outputs: metrics (JSON), feedback (encoded messages for
-    the channel), models (each replica's final weights).
+    the channel), models (each replica's final weights), probes (JSON; replica 0 runs ``probe``
+    on its Keras model every ``probe_every_s`` seconds and once at the end).
     """
 
-    def __init__(self, model_spec, config: TrainConfig, keys: List[int]):
+    def __init__(self, model_spec, config: TrainConfig, keys: List[int],
+                 probe: Optional[Callable] = None, probe_every_s: float = 5.0):
         self._spec = model_spec
         self._config = config
         self._keys = keys
+        self._probe = probe
+        self._probe_every_s = probe_every_s
         self._replica = None
 
     def open(self, runtime_context: RuntimeContext):
@@ -81,6 +87,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._metrics_tag = types.metrics_tag(cfg.name)
         self._feedback_tag = types.feedback_tag(cfg.name)
         self._models_tag = types.models_tag(cfg.name)
+        self._probes_tag = types.probes_tag(cfg.name)
+        self._next_probe = time.time() + self._probe_every_s
         self._timer_registered = False
         self._last: Metrics = None
         self._register_gauges(runtime_context.get_metrics_group().add_group("tensair"))
@@ -113,6 +121,9 @@ class ReplicaFunction(KeyedCoProcessFunction):
         if wire.peek_kind(payload) == wire.KIND_START:
             return
         yield from self._emit(self._replica.on_batch(wire.decode_batch(payload)))
+        if self._probe is not None and self._replica.id == 0 and time.time() >= self._next_probe:
+            yield self._run_probe("progress")
+            self._next_probe = time.time() + self._probe_every_s
 
     def process_element2(self, value, ctx):
         self._check_key(value[0], ctx)
@@ -133,3 +144,15 @@ class ReplicaFunction(KeyedCoProcessFunction):
                 yield self._feedback_tag, wire.encode_message(event.message)
             elif isinstance(event, FinalModel):
                 yield self._models_tag, types.encode_final_model(event)
+                if self._probe is not None and self._replica.id == 0:
+                    yield self._run_probe("final")
+
+    def _run_probe(self, phase: str):
+        # A failing probe is reported, not raised: it must not end the training it observes.
+        record = {"replica": self._replica.id, "phase": phase, "time": time.time(),
+                  "local_step": self._replica.local_step, "model_version": self._replica.model_version}
+        try:
+            record["result"] = self._probe(self._replica.model.model)
+        except Exception as err:  # the user's code
+            record["error"] = repr(err)
+        return self._probes_tag, json.dumps(record, default=float)

@@ -1,6 +1,18 @@
-"""Bounded sources built from Flink's own connectors (PyFlink 2.3 has no ``from_sequence``)."""
+"""Bounded sources built from Flink's own connectors (PyFlink 2.3 has no ``from_sequence``).
+
+:func:`batch_source` is how the jobs make their streams: batch ``i`` is built from its number
+inside the job, optionally paced at a fixed rate the way TensAIR's generator is (an open-loop
+source: batch ``i`` is due at ``start + i / rate`` whatever the job does with earlier ones).
+"""
 
 from __future__ import annotations
+
+import time
+from typing import Callable
+
+from ..core import wire
+from ..core.messages import Batch
+from ..errors import ConfigError
 
 
 def number_sequence(env, start: int, end: int, *, name: str, uid: str):
@@ -11,3 +23,69 @@ def number_sequence(env, start: int, end: int, *, name: str, uid: str):
     stream = env.from_source(NumberSequenceSource(start, end), WatermarkStrategy.no_watermarks(), name,
                              type_info=Types.LONG())
     return stream.uid(uid).set_parallelism(1)
+
+
+class PacedBatches:
+    """Turns batch numbers into encoded batches, each sent no earlier than its due time.
+
+    ``make_batch(i)`` returns batch ``i`` as a :class:`~pyflink_tensair.Batch`. With ``rate > 0``
+    the first number fixes the start time; batch ``i`` waits until ``start + i / rate`` and carries
+    that time as ``meta["scheduled_at"]``, so replicas can report how far behind schedule they
+    train (``Metrics.delay_s``). A source that falls behind does not wait: it never skips batches.
+    ``meta["id"]`` is set to ``i`` unless ``make_batch`` set it.
+
+    Example::
+
+        >>> import numpy as np
+        >>> paced = PacedBatches(lambda i: Batch(np.full((2, 3), i, np.float32)), rate=100.0)
+        >>> batch = wire.decode_batch(paced(5))
+        >>> batch.meta["id"], batch.x[0, 0], "scheduled_at" in batch.meta
+        (5, np.float32(5.0), True)
+    """
+
+    def __init__(self, make_batch: Callable[[int], Batch], rate: float = 0.0, clock=time.time, sleep=time.sleep):
+        if rate < 0:
+            raise ConfigError(f"rate must be >= 0 mini-batches per second (0: unpaced). Received: rate={rate}")
+        self._make_batch = make_batch
+        self._rate = float(rate)
+        self._clock = clock
+        self._sleep = sleep
+        self._start = None
+
+    def __call__(self, index: int) -> bytes:
+        index = int(index)
+        batch = self._make_batch(index)
+        meta = dict(batch.meta)
+        meta.setdefault("id", index)
+        if self._rate > 0:
+            if self._start is None:
+                self._start = self._clock() - index / self._rate
+            due = self._start + index / self._rate
+            wait = due - self._clock()
+            if wait > 0:
+                self._sleep(wait)
+            meta["scheduled_at"] = due
+        return wire.encode_batch(Batch(batch.x, batch.y, meta))
+
+
+def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: float = 0.0, name: str = "tensair"):
+    """A stream of ``count`` encoded batches, ``make_batch(0) .. make_batch(count - 1)``, paced at
+    ``rate`` batches per second (0: as fast as the job takes them). See :class:`PacedBatches`.
+
+    ``make_batch`` runs in a Python worker: make it a module-level function or a
+    ``functools.partial`` of one, and load data sets lazily inside it (once per worker).
+
+    Example::
+
+        batches = batch_source(env, 1000, functools.partial(my_batch, batch_size=64), rate=50)
+        out = train(batches, model=build_model)
+    """
+    from . import types
+
+    if not isinstance(count, int) or count < 1:
+        raise ConfigError(f"count must be an int >= 1. Received: count={count!r}")
+    paced = PacedBatches(make_batch, rate)  # checks the rate here, before the job starts
+    numbers = number_sequence(env, 0, count - 1, name=f"{name}: batch numbers", uid=f"{name}-batch-numbers")
+    return (numbers.map(paced, output_type=types.bytes_type())
+            .name(f"{name}: make batches" + (f" at {rate:g}/s" if rate else "")).uid(f"{name}-make-batches")
+            .set_parallelism(1))

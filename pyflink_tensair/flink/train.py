@@ -7,7 +7,8 @@ Operator graph (``N`` = ``config.replicas``; every operator named ``<name>: ...`
                                                     ├─► replicas (N) ─► predictions (main output)
     feedback source (N) ─► fan-out ─► key_by ───────┘      ├─► metrics (side output, JSON)
           ▲ in-JVM queue, subtask i ◄─ subtask i           ├─► models (side output, final weights)
-          └──────────── feedback sink (N) ◄────────────────┘   feedback (side output)
+          └──────────── feedback sink (N) ◄────────────────┘   ├─► probes (side output, JSON)
+                                                                   feedback (side output)
 
 The feedback sink and source are Java (``pyflink_tensair/feedback/java``); sink ``i`` and source
 ``i`` share a co-location group, so they always share a JVM. The source ends after relaying its
@@ -16,8 +17,10 @@ replica's done marker, so the job ends by itself when the batches end.
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 from ..config import TrainConfig
 from ..core import wire
@@ -39,12 +42,15 @@ class TrainOutput:
             (:class:`~pyflink_tensair.core.events.Metrics`).
         models: each replica's final weights once training ended
             (:func:`~pyflink_tensair.flink.types.decode_final_model`).
+        probes: JSON strings of what ``probe`` returned while training and at the end (empty
+            without a probe).
         loop_id: identifies this job's feedback channel.
     """
 
     predictions: object
     metrics: object
     models: object
+    probes: object
     loop_id: str
 
 
@@ -60,7 +66,8 @@ def _key_by_first_field(stream, config: TrainConfig, what: str):
     return keyed
 
 
-def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: bool = True) -> TrainOutput:
+def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: bool = True,
+          probe: Optional[Callable] = None, probe_every_s: float = 5.0) -> TrainOutput:
     """Trains ``config.replicas`` replicas of ``model`` on ``batches`` inside their Flink job.
 
     Args:
@@ -70,7 +77,12 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
             workers: a module-level function or a ``functools.partial`` of one), or the path of a
             saved ``.keras`` model to continue training.
         config: :class:`~pyflink_tensair.TrainConfig`.
-        check_model: build the model once here, so a broken builder fails before the job starts.
+        check_model: build the model once here, so a broken builder fails before the job starts
+            (and run ``probe`` on it, so a broken probe does too).
+        probe: optional ``probe(keras_model) -> JSON-able`` that replica 0 runs on its model every
+            ``probe_every_s`` seconds and once on its final model (e.g. nearest neighbours of a few
+            words). Shipped like ``model``. Errors it raises at run time are reported in the
+            probes stream under ``"error"``; they do not stop the training.
 
     Returns:
         :class:`TrainOutput` with the predictions, metrics and models streams.
@@ -97,8 +109,17 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
     from ..models.keras_adapter import check_spec, load_model
 
     check_spec(model)
+    if probe is not None and not callable(probe):
+        raise ConfigError(f"probe must be a function of the Keras model. Received: probe={probe!r}")
+    if not probe_every_s > 0:
+        raise ConfigError(f"probe_every_s must be > 0. Received: probe_every_s={probe_every_s!r}")
     if check_model:
-        load_model(model, seed=config.seed)
+        built = load_model(model, seed=config.seed)
+        if probe is not None:
+            try:
+                json.dumps(probe(built), default=float)
+            except Exception as err:
+                raise ConfigError(f"the probe failed on the initial model: {err!r}") from err
 
     env = StreamExecutionEnvironment(batches._j_data_stream.getExecutionEnvironment())
     prepare_environment(env, config)
@@ -129,7 +150,7 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
 
     replicas = (_key_by_first_field(routed, config, "batches")
                 .connect(_key_by_first_field(fanned, config, "gradients"))
-                .process(ReplicaFunction(model, config, keys), output_type=types.prediction_type()))
+                .process(ReplicaFunction(model, config, keys, probe, probe_every_s), output_type=types.prediction_type()))
     replicas = _named(replicas, config, "replicas", "replicas").set_parallelism(n).set_max_parallelism(DEFAULT_MAX_PARALLELISM)
 
     # get_side_output inserts an identity map of its own; name it like every other operator
@@ -145,4 +166,5 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
 
     metrics = side_output(types.metrics_tag(config.name), "metrics", "metrics")
     models = side_output(types.models_tag(config.name), "models", "final models")
-    return TrainOutput(predictions=replicas, metrics=metrics, models=models, loop_id=loop_id)
+    probes = side_output(types.probes_tag(config.name), "probes", "probes")
+    return TrainOutput(predictions=replicas, metrics=metrics, models=models, probes=probes, loop_id=loop_id)

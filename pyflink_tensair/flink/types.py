@@ -6,6 +6,7 @@ functions build their own copies from these factories (equal by name and type).
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -46,6 +47,10 @@ def models_tag(name: str) -> OutputTag:
     return OutputTag(f"{name}-models", bytes_type())
 
 
+def probes_tag(name: str) -> OutputTag:
+    return OutputTag(f"{name}-probes", Types.STRING())
+
+
 def prediction_row(event: Prediction) -> Row:
     nan = float("nan")
     return Row(event.replica, event.batch_id, event.model_version,
@@ -83,8 +88,14 @@ def decode_final_model(data) -> FinalModel:
 
 def prediction_json(row) -> str:
     """A prediction row as one JSON line (for file sinks and logs); outputs as nested lists."""
-    import json
-
     decoded = decode_prediction(row)
     decoded["predictions"] = decoded["predictions"].tolist()
+    return json.dumps(decoded, separators=(",", ":"))
+
+
+def predicted_labels_json(row) -> str:
+    """A classifier's prediction row as one JSON line: the predicted label (arg max) of each example
+    instead of the raw outputs, with the batch's prequential loss and accuracy."""
+    decoded = decode_prediction(row)
+    decoded["labels"] = np.argmax(decoded.pop("predictions"), axis=-1).tolist()
     return json.dumps(decoded, separators=(",", ":"))
