@@ -5,7 +5,7 @@ Data (``--data``): ``digits`` (default; scikit-learn's 1,797 real handwritten 8x
 ``synthetic`` (generated 32x32x3 images, for throughput runs only). The data set is replayed
 ``--passes`` times, freshly shuffled each pass, optionally paced at ``--rate`` batches per second.
 Every batch is predicted before it is trained on (prequential, test-then-train): the progress lines
-show the accuracy over the last ``--window`` batches, the summary the accuracy of every pass, and
+show the accuracy over the last ``--score-window`` batches, the summary the accuracy of every pass, and
 ``<outdir>/predictions-*.jsonl`` the predicted labels of every batch.
 
 Model: the reference CIFAR-10 CNN (122,570 parameters, Adam) for 32x32x3 images, the same shape
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import functools
+
+import numpy as np
 
 from pyflink_tensair import train
 from pyflink_tensair.core.prequential import segment_means
@@ -102,7 +104,9 @@ def main(argv=None):
           f"{args.batch_size} per pass, {total} batches in all")
     model = model_spec(args, stream)
     env = StreamExecutionEnvironment.get_execution_environment()
-    config = runner.config_from_args(args, name="images")
+    batch_bytes = args.batch_size * (int(np.prod(stream.input_shape)) + 2) * 4
+    config = runner.config_from_args(args, name="images",
+                                     buffer_capacity=runner.held_batches_capacity(args, total, batch_bytes))
     output = train(batch_source(env, total, stream, rate=args.rate, name="images"), model=model, config=config)
     labels = (output.predictions.map(types.predicted_labels_json, output_type=Types.STRING())
               .name("images: predicted labels").uid("images-predicted-labels").set_parallelism(config.replicas))

@@ -38,9 +38,7 @@ def main(argv=None):
     from pyflink.datastream import StreamExecutionEnvironment
 
     env = StreamExecutionEnvironment.get_execution_environment()
-    # The generated source is not paced: a synchronous run may have to hold most of the stream
-    # while the loop turns, so by default the buffer has room for all of it (5 KB a batch).
-    capacity = args.buffer_capacity if args.buffer_capacity is not None else max(256, args.batches)
+    capacity = runner.held_batches_capacity(args, args.batches, batch_bytes=args.batch_size * (FEATURES + 2) * 4)
     config = runner.config_from_args(args, name="quickstart", buffer_capacity=capacity)
     model = functools.partial(zoo.quickstart_classifier, features=FEATURES, classes=CLASSES)
     output = train(build_batches(env, args), model=model, config=config)

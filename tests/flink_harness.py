@@ -100,3 +100,21 @@ def sequential_reference(result: JobResult, maker=make_batch, model=MODEL, seed:
                  for r in sorted(ids) if len(ids[r]) > step]
         reference.apply_gradients(average_gradients(grads))
     return reference.get_weights()
+
+
+TOPICS = [["king", "queen", "crown", "throne", "prince", "duke"], ["sea", "ship", "wave", "storm", "sail", "shore"],
+          ["love", "heart", "kiss", "sweet", "dear", "fair"], ["sword", "blood", "war", "fight", "death", "battle"]]
+FILLERS = ["the", "and", "of", "to", "a", "in", "my", "is", "that", "with"]
+
+
+def write_topic_corpus(folder, lines=1500, seed=0):
+    """Lines about one of four topics: topic words co-occur, fillers are everywhere."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    text = []
+    for _ in range(lines):
+        topic = TOPICS[rng.integers(len(TOPICS))]
+        text.append(" ".join(topic[rng.integers(6)] if rng.random() < 0.6 else FILLERS[rng.integers(10)]
+                             for _ in range(8)))
+    (folder / "topics.txt").write_text("\n".join(text))
+    return folder

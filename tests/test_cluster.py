@@ -94,3 +94,32 @@ def test_replica_metrics_are_flink_metrics_in_the_rest_api(flink_cluster, tmp_pa
     assert {"staleness", "batches_per_s_x1000"} <= set(seen)
     cluster.cancel(url, job_id)  # the first test already shows that jobs end by themselves
     assert _wait_finished(url, job_id) == "CANCELED"
+
+
+def test_both_use_case_jobs_with_flink_run_on_two_taskmanagers(flink_cluster, tmp_path):
+    from flink_harness import write_topic_corpus
+
+    images = tmp_path / "images.json"
+    result = cluster.submit(flink_cluster, [os.path.join(ROOT, "jobs", "image_classification.py"), "--replicas", "2",
+                                            "--passes", "1", "--batch-size", "64", "--summary", str(images),
+                                            "--outdir", str(tmp_path / "images")], timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads(images.read_text())
+    assert summary["batches"] == 23 and summary["finished_replicas"] == [0, 1] and summary["pass_accuracy"][0] > 0.15
+
+    corpus = write_topic_corpus(tmp_path / "corpus")
+    words = tmp_path / "word2vec.json"
+    result = cluster.submit(flink_cluster, [os.path.join(ROOT, "jobs", "word2vec.py"), "--corpus", str(corpus),
+                                            "--replicas", "2", "--vocab-size", "500", "--dim", "16", "--batch-size",
+                                            "256", "--learning-rate", "32", "--passes", "2", "--summary", str(words),
+                                            "--outdir", str(tmp_path / "word2vec")], timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "neighbours at step" in result.stdout
+    summary = json.loads(words.read_text())
+    assert summary["finished_replicas"] == [0, 1]
+    assert summary["cosine"]["cooccurring_after"] > summary["cosine"]["shuffled_after"] + 0.1
+    url = cluster.rest_url(flink_cluster)
+    job_id = _job_id(result.stdout)
+    vertex = next(v for v in cluster.rest_get(f"{url}/jobs/{job_id}")["vertices"] if ": replicas" in v["name"])
+    subtasks = cluster.rest_get(f"{url}/jobs/{job_id}/vertices/{vertex['id']}")["subtasks"]
+    assert len({s["taskmanager-id"] for s in subtasks}) == 2, "one replica on each TaskManager"

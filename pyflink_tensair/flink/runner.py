@@ -37,11 +37,12 @@ def parse_staleness(text: str) -> Optional[int]:
 
 
 def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int], batch_size: Optional[int],
-                      window: int = 50) -> None:
+                      window: int = 50, staleness: Optional[int] = None) -> None:
     """The flags every job shares. ``batches``/``batch_size`` ``None``: the job picks them (say so in its help)."""
     parser.add_argument("--replicas", type=int, default=2, help="model replicas (default: 2)")
-    parser.add_argument("--staleness", type=parse_staleness, default=None,
-                        help="staleness bound: an int >= 0 (0 = synchronous SGD) or 'none' (DASGD, default)")
+    parser.add_argument("--staleness", type=parse_staleness, default=staleness,
+                        help="staleness bound: an int >= 0 (0 = synchronous SGD) or 'none' (unbounded DASGD); "
+                             f"default: {'none' if staleness is None else staleness}")
     parser.add_argument("--broadcast-every", type=int, default=1, help="local steps per gradient message")
     parser.add_argument("--batches", type=int, default=batches,
                         help=f"stop after this many mini-batches (default: {batches or 'the whole stream'})")
@@ -54,7 +55,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
     parser.add_argument("--outdir", metavar="DIR", help="where metrics and final models are written (default: runs/<job>-<time>)")
     parser.add_argument("--logdir", metavar="DIR", help="write TensorBoard logs (loss, accuracy, batches/s, staleness) to DIR")
     parser.add_argument("--save", metavar="PATH", help="save replica 0's final model to PATH (a .keras file)")
-    parser.add_argument("--window", type=int, default=window,
+    parser.add_argument("--score-window", type=int, default=window,
                         help=f"batches in the sliding window of the prequential scores (default: {window})")
     parser.add_argument("--workers", choices=[m.value for m in WorkerMode], default=WorkerMode.PROCESS.value,
                         help="Python workers of a local mini-cluster: separate processes (default) or loopback")
@@ -69,6 +70,25 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
                         help=f"python.fn-execution.bundle.time in ms (default: {defaults.bundle_time_ms})")
     parser.add_argument("--buffer-timeout-ms", type=int, default=defaults.buffer_timeout_ms,
                         help=f"network buffer timeout in ms (default: {defaults.buffer_timeout_ms})")
+
+
+HELD_BYTES_PER_REPLICA = 1 << 30
+
+
+def held_batches_capacity(args, total_batches: int, batch_bytes: int) -> int:
+    """``--buffer-capacity``, or a default that lets the staleness bound hold on an unpaced stream.
+
+    Unpaced, the source outruns replicas that wait for the gradient loop; when their buffer is
+    full they train beyond the bound, and every such step puts one more message in the loop,
+    which then grows without end (messages are far larger than batches). So a bounded stream is
+    held whole, up to about 1 GiB of batches per replica; a paced one keeps the usual 256.
+    """
+    if args.buffer_capacity is not None:
+        return args.buffer_capacity
+    if args.rate > 0:
+        return 256
+    per_replica = -(-total_batches // args.replicas)
+    return max(256, min(per_replica, HELD_BYTES_PER_REPLICA // max(1, batch_bytes)))
 
 
 def config_from_args(args, **overrides) -> TrainConfig:
@@ -171,7 +191,7 @@ def summarize(records: List[Metrics], models, config: TrainConfig, wall_s: float
         "batches": trained,
         "final_loss": _tail_mean([m.loss for m in batch_records]),
         "final_accuracy": _tail_mean([m.accuracy for m in batch_records]),
-        "window": window,
+        "score_window": window,
         "window_loss": _last_value(sliding_mean(batch_records, "loss", window=window)),
         "window_accuracy": _last_value(sliding_mean(batch_records, "accuracy", window=window)),
         "accuracy_curve": [[n, round(v, 5)] for n, v in sliding_mean(batch_records, "accuracy", window=window)],
@@ -293,8 +313,8 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
             batch_records = [m for m in metrics.records if m.phase == "batch"]
             tensorboard.add_job_scalars(
                 len(batch_records),
-                window_accuracy=_last_value(sliding_mean(batch_records, "accuracy", window=args.window)),
-                window_loss=_last_value(sliding_mean(batch_records, "loss", window=args.window)))
+                window_accuracy=_last_value(sliding_mean(batch_records, "accuracy", window=args.score_window)),
+                window_loss=_last_value(sliding_mean(batch_records, "loss", window=args.score_window)))
 
     # A local mini-cluster shuts down with its job, so wait on the result, not on the status.
     result = client.get_job_execution_result()
@@ -303,7 +323,7 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
         time.sleep(0.2)
         follow()
         if time.time() >= next_line:
-            print(progress_line(metrics.records, total_batches, time.time() - start, args.window), flush=True)
+            print(progress_line(metrics.records, total_batches, time.time() - start, args.score_window), flush=True)
             next_line = time.time() + args.progress_every
     wall = time.time() - start
     try:
@@ -313,7 +333,7 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
         if tensorboard is not None:
             tensorboard.close()
     models = [decode_final_model(open(p, "rb").read()) for p in sorted(glob.glob(os.path.join(outdir, "model-*.bin")))]
-    summary = summarize(metrics.records, models, config, wall, args.window)
+    summary = summarize(metrics.records, models, config, wall, args.score_window)
     summary.update({"job": job_name, "batch_size": args.batch_size, "seed": args.seed, "rate": args.rate,
                     "outdir": outdir, "logdir": os.path.abspath(args.logdir) if args.logdir else None,
                     "latency": None if config.latency is None else vars(config.latency),
@@ -326,7 +346,7 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
         save_final_model(models, model_spec, args.save)
         summary["saved_model"] = os.path.abspath(args.save)
         print(f"replica 0's final model saved to {args.save}", flush=True)
-    print(progress_line(metrics.records, total_batches, wall, args.window), flush=True)
+    print(progress_line(metrics.records, total_batches, wall, args.score_window), flush=True)
     print(json.dumps({k: summary.get(k) for k in ("batches", "final_loss", "window_accuracy", "holdout_accuracy",
                                                   "batches_per_s", "mean_gradient_message_bytes",
                                                   "replica_max_weight_diff", "model_versions")}),
@@ -340,7 +360,7 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
 
 
 def exit_on_bad_arguments(parser: argparse.ArgumentParser, args) -> None:
-    for name in ("replicas", "batches", "batch_size", "broadcast_every", "tf_threads", "window"):
+    for name in ("replicas", "batches", "batch_size", "broadcast_every", "tf_threads", "score_window"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")

@@ -157,8 +157,10 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
     def side_output(tag, what: str, description: str):
         return _named(replicas.get_side_output(tag), config, what, description).set_parallelism(n)
 
-    sink = (side_output(types.feedback_tag(config.name), "feedback-out", "gradients to the loop")
-            .sink_to(Sink(feedback.FeedbackSink(loop_id))).name(f"{config.name}: feedback sink")
+    # The gradients go straight from the replicas' side output to the Java sink: PyFlink's
+    # get_side_output would add an identity Python map, two more crossings of every message.
+    gradients = DataStream(replicas._j_data_stream.getSideOutput(types.feedback_tag(config.name).get_java_output_tag()))
+    sink = (gradients.sink_to(Sink(feedback.FeedbackSink(loop_id))).name(f"{config.name}: feedback sink")
             .uid(f"{config.name}-feedback-sink").set_parallelism(n))
     co_location = f"{loop_id}-loop"
     source._j_data_stream.getTransformation().setCoLocationGroupKey(co_location)

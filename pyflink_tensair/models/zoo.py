@@ -64,3 +64,48 @@ def cifar10_cnn(learning_rate: float = 0.001) -> "keras.Model":
 def digits_cnn(learning_rate: float = 0.001) -> "keras.Model":
     """The same shape of CNN sized for scikit-learn's 8x8 digits (Conv32-Pool-Conv64-Pool, padded)."""
     return _classifier_cnn((8, 8, 1), (32, 64), padding="same", pool_last=True, learning_rate=learning_rate)
+
+
+def word2vec(vocabulary: int = 50_000, dim: int = 300, negatives: int = 4,
+             learning_rate: float = 256.0) -> "keras.Model":
+    """Skip-gram with negative sampling, the batches of :class:`pyflink_tensair.text.SkipGramBatches`.
+
+    Inputs ``target`` (int32, shape ()) and ``context`` (int32, shape (1 + negatives,)); two
+    ``vocabulary`` x ``dim`` tables, ``target_embedding`` (the word vectors to keep) and
+    ``context_embedding``; output the logits ``target_vector . context_vector`` (B, 1 + negatives),
+    trained with binary cross-entropy (column 0 is the true context) by plain SGD. Only built-in
+    layers, so ``model.save("w.keras")`` / ``keras.models.load_model`` need no custom objects; both
+    tables get sparse (``tf.IndexedSlices``) gradients.
+
+    Both tables start uniform in +-0.5/dim. word2vec.c starts the context table at zero, but then
+    the first step gives the target table a zero gradient, and every logit ties at 0, so the
+    adapter's accuracy (the share of rows where the true context scores highest) reads 1.0 instead
+    of chance, 1 / (1 + negatives).
+
+    The loss is the mean over the B x (1 + negatives) logits (so it reads 0.693 at the start
+    whatever the batch size), which scales each pair's step by ``1 / (B * (1 + negatives))``: the
+    learning rate must grow with the batch. The default 256 is word2vec.c's 0.025 per pair at
+    B = 2048 with 4 negatives (0.025 * 2048 * 5); scale it with B. On Shakespeare (B = 2048) it
+    gives sensible neighbours in two passes (king: prince, duke; france: england); 1.0 leaves the
+    loss at 0.693, and 1024 makes rare words' vectors noisy.
+
+    Example::
+
+        >>> model = word2vec(vocabulary=100, dim=8)
+        >>> [tuple(v.shape) for v in model.trainable_variables]
+        [(100, 8), (100, 8)]
+    """
+    scale = 0.5 / dim
+    target = keras.Input(shape=(), dtype="int32", name="target")
+    context = keras.Input(shape=(1 + negatives,), dtype="int32", name="context")
+    target_vector = keras.layers.Embedding(
+        vocabulary, dim, embeddings_initializer=keras.initializers.RandomUniform(-scale, scale),
+        name="target_embedding")(target)
+    context_vectors = keras.layers.Embedding(
+        vocabulary, dim, embeddings_initializer=keras.initializers.RandomUniform(-scale, scale),
+        name="context_embedding")(context)
+    logits = keras.layers.Dot(axes=(1, 2), name="logits")([target_vector, context_vectors])
+    model = keras.Model({"target": target, "context": context}, logits, name="word2vec")
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate),
+                  loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    return model

@@ -1,0 +1,85 @@
+"""Prequential accuracy curves of the image classification job: 1 and 2 replicas, staleness 0 and none.
+
+Runs ``jobs/image_classification.py`` (default: digits, its default passes) once per setting on
+the same stream, prints a table (accuracy per pass, held-out accuracy, batches per second) and
+draws accuracy against batches into a PNG::
+
+    python -m benchmarks.image_curves --plot docs/img/digits_accuracy.png --json benchmarks/results/digits.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SETTINGS = [("1 replica", "1", "none"), ("2 replicas, staleness 0", "2", "0"), ("2 replicas, staleness none", "2", "none")]
+
+
+def run_job(replicas: str, staleness: str, extra, folder: str) -> dict:
+    from pyflink_tensair.cluster import client_environment
+
+    name = f"r{replicas}-s{staleness}"
+    summary = os.path.join(folder, f"{name}.json")
+    command = [sys.executable, os.path.join(ROOT, "jobs", "image_classification.py"), "--replicas", replicas,
+               "--staleness", staleness, "--summary", summary, "--outdir", os.path.join(folder, name), *extra]
+    result = subprocess.run(command, capture_output=True, text=True, env=client_environment())
+    if result.returncode != 0:
+        raise RuntimeError(f"image_classification {name} failed:\n{result.stderr[-3000:]}")
+    with open(summary) as f:
+        return json.load(f)
+
+
+def plot(runs, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for label, summary in runs:
+        curve = summary["accuracy_curve"]
+        ax.plot([n for n, _ in curve], [v for _, v in curve], label=label)
+    per_pass = runs[0][1]["batches_per_pass"]
+    for k in range(1, len(runs[0][1]["pass_accuracy"])):
+        ax.axvline(k * per_pass, color="grey", lw=0.5, ls=":")
+    ax.set_xlabel("batches (stream order)")
+    ax.set_ylabel(f"prequential accuracy, last {runs[0][1]['score_window']} batches")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    ax.set_title(f"{runs[0][1]['data']}: batch {runs[0][1]['batch_size']}, {len(runs[0][1]['pass_accuracy'])} passes")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--plot", metavar="PNG", help="draw the curves into this file")
+    parser.add_argument("--json", metavar="PATH", help="write every run's summary to this file")
+    args, extra = parser.parse_known_args(argv)  # the rest goes to the job (e.g. --data, --passes, --seed)
+    runs = []
+    with tempfile.TemporaryDirectory() as folder:
+        for label, replicas, staleness in SETTINGS:
+            summary = run_job(replicas, staleness, extra, folder)
+            runs.append((label, summary))
+            passes = " ".join(f"{a:.3f}" for a in summary["pass_accuracy"])
+            print(f"{label:28s} per pass: {passes} | held-out {summary['holdout_accuracy']:.3f} | "
+                  f"{summary['batches_per_s']:.1f} batches/s | max staleness {summary['max_staleness']} | "
+                  f"replica diff {summary['replica_max_weight_diff']:.3g}", flush=True)
+    if args.plot:
+        plot(runs, args.plot)
+        print(f"curves drawn to {args.plot}")
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump({label: s for label, s in runs}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
