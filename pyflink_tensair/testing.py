@@ -67,6 +67,14 @@ class LinearModel:
     def get_weights(self) -> Dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.weights.items()}
 
+    def set_weights(self, weights) -> None:
+        """Sets the given weights (a ``SparseGradient`` sets only its rows)."""
+        for name, value in weights.items():
+            if hasattr(value, "indices"):
+                self.weights[name][value.indices] = value.values
+            else:
+                self.weights[name] = np.array(value, np.float64)
+
 
 def make_regression_batches(count: int, features: int, *, batch_size: int = 16, seed: int = 0,
                             noise: float = 0.01) -> List[Batch]:

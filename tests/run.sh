@@ -18,5 +18,5 @@ cluster_dir="$(pwd)/.flink/test-cluster"
 trap '.venv/bin/python -m pyflink_tensair.cluster stop --dir "$cluster_dir"' EXIT
 
 # pytest exits 5 when it collects no test: with `set -e` that fails the run, as it should.
-TENSAIR_CLUSTER_DIR="$cluster_dir" .venv/bin/python -m pytest tests pyflink_tensair \
+TENSAIR_CLUSTER_DIR="$cluster_dir" .venv/bin/python -m pytest tests pyflink_tensair benchmarks \
     --doctest-modules -p no:cacheprovider -q "$@"

@@ -208,10 +208,22 @@ class KerasModelAdapter:
     def get_weights(self) -> Dict[str, np.ndarray]:
         return {name: v.numpy() for name, v in zip(self.names, self._variables)}
 
-    def set_weights(self, weights: Dict[str, np.ndarray]) -> None:
-        """Sets the trainable weights from what :meth:`get_weights` (or a ``FinalModel``) holds."""
+    def set_weights(self, weights: Dict[str, Union[np.ndarray, SparseGradient]]) -> None:
+        """Sets the trainable weights from what :meth:`get_weights` (or a ``FinalModel``) holds.
+
+        Variables missing from ``weights`` keep their values; a ``SparseGradient`` value sets only
+        its rows (``indices``) to its ``values``.
+        """
+        unknown = set(weights) - set(self.names)
+        if unknown:
+            raise ModelError(f"weights {sorted(unknown)} are not variables of this model ({len(self.names)} variables)")
         for name, variable in zip(self.names, self._variables):
-            variable.assign(weights[name])
+            value = weights.get(name)
+            if isinstance(value, SparseGradient):
+                variable.value.scatter_update(tf.IndexedSlices(tf.convert_to_tensor(value.values),
+                                                               tf.convert_to_tensor(value.indices)))
+            elif value is not None:
+                variable.assign(value)
 
     def get_state(self) -> Dict[str, np.ndarray]:
         state = {f"weights/{i:04d}/{v.path}": np.array(v.numpy()) for i, v in enumerate(self.model.weights)}

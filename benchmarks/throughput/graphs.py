@@ -1,0 +1,183 @@
+"""The Flink jobs of the baselines: the Flink ML pattern (``flinkml``) and one model in one operator
+(``single``). Our own systems are ``pyflink_tensair.train`` with a staleness bound.
+
+Same batch source, codec, latency settings, Python worker mode and TensorFlow thread budget as our
+replicas: the baselines differ in their training pattern only.
+
+``flinkml``::
+
+    batches ─► route ─► key_by ─┐
+                                ├─► workers (N) ─► metrics
+    feedback source (1) ─► fan-out to all ─► key_by ─┘   └─ gradients (side output) ─► updater (1)
+          ▲ in-JVM queue                                                              │
+          └────────────────────── feedback sink (1) ◄── model versions ◄─────────────┘
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from pyflink.common import Row, Types
+from pyflink.datastream import (DataStream, KeyedCoProcessFunction, MapFunction, ProcessFunction,
+                                RuntimeContext)
+
+from pyflink_tensair.config import TrainConfig
+from pyflink_tensair.core import wire
+from pyflink_tensair.core.events import Metrics
+from pyflink_tensair.core.messages import DoneMessage, GradientMessage
+from pyflink_tensair.flink import types
+from pyflink_tensair.flink.environment import add_channel_jar, prepare_environment
+from pyflink_tensair.flink.functions import END_OF_TIME, RouteBatches
+from pyflink_tensair.flink.routing import DEFAULT_MAX_PARALLELISM, pinned_keys
+from pyflink_tensair.flink.sources import number_sequence
+
+from .flinkml_protocol import GradientUpdate, ModelUpdate, Updater, UpdaterDone, Worker, WorkerDone
+
+
+def _model(spec, config: TrainConfig):
+    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads, load_model
+
+    configure_tensorflow_threads(config.tf_intra_op_threads)
+    return KerasModelAdapter(load_model(spec, seed=config.seed))
+
+
+class _WorkerFunction(KeyedCoProcessFunction):
+    def __init__(self, spec, config: TrainConfig):
+        self._spec, self._config = spec, config
+
+    def open(self, runtime_context: RuntimeContext):
+        self._worker = Worker(runtime_context.get_index_of_this_subtask(), _model(self._spec, self._config))
+        self._tag = types.feedback_tag(self._config.name)
+        self._timer = False
+
+    def _emit(self, events):
+        for event in events:
+            if isinstance(event, Metrics):
+                yield event.to_json()
+            elif isinstance(event, GradientUpdate):
+                # on the wire, steps count from 1: the gradient of model version v travels as step v + 1
+                step = event.version + 1
+                yield self._tag, wire.encode_message(GradientMessage(event.worker, step, step, event.gradients))
+            elif isinstance(event, WorkerDone):
+                yield self._tag, wire.encode_message(DoneMessage(event.worker, self._worker.steps))
+
+    def process_element1(self, value, ctx):
+        if not self._timer:
+            ctx.timer_service().register_event_time_timer(END_OF_TIME)
+            self._timer = True
+        if wire.peek_kind(value[1]) == wire.KIND_START:
+            return
+        yield from self._emit(self._worker.on_batch(wire.decode_batch(value[1])))
+
+    def process_element2(self, value, ctx):
+        message = wire.decode_message(value[1])
+        if isinstance(message, GradientMessage):
+            yield from self._emit(self._worker.on_model(ModelUpdate(message.step, message.gradients)))
+
+    def on_timer(self, timestamp, ctx):
+        if timestamp == END_OF_TIME and not self._worker.input_ended:
+            yield from self._emit(self._worker.on_input_end())
+
+
+class _UpdaterFunction(ProcessFunction):
+    def __init__(self, spec, config: TrainConfig, workers: int):
+        self._spec, self._config, self._workers = spec, config, workers
+
+    def open(self, runtime_context: RuntimeContext):
+        self._updater = Updater(self._workers, _model(self._spec, self._config))
+
+    def process_element(self, value, ctx):
+        message = wire.decode_message(bytes(value))
+        if isinstance(message, GradientMessage):
+            events = self._updater.on_gradient(GradientUpdate(message.sender, message.step - 1, message.gradients))
+        else:
+            events = self._updater.on_done(WorkerDone(message.sender))
+        for event in events:
+            if isinstance(event, ModelUpdate):
+                yield wire.encode_message(GradientMessage(0, event.version, event.version, event.weights))
+            elif isinstance(event, UpdaterDone):
+                yield wire.encode_message(DoneMessage(0, event.version))
+
+
+class _ToAllWorkers(ProcessFunction):
+    def __init__(self, keys):
+        self._keys = keys
+
+    def process_element(self, value, ctx):
+        for key in self._keys:
+            yield Row(key, value)
+
+
+def flinkml(batches, *, model, config: TrainConfig) -> DataStream:
+    """The Flink ML pattern on ``batches``; returns the workers' metrics (JSON strings)."""
+    from pyflink.common import WatermarkStrategy
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.datastream.connectors import Sink, Source
+    from pyflink.java_gateway import get_gateway
+
+    env = StreamExecutionEnvironment(batches._j_data_stream.getExecutionEnvironment())
+    prepare_environment(env, config)
+    add_channel_jar(env)
+    n, name = config.replicas, config.name
+    keys = pinned_keys(n)
+    loop_id = f"{name}-{uuid.uuid4().hex}"
+    feedback = get_gateway().jvm.pyflinktensair.feedback
+    numbers = number_sequence(env, 0, n - 1, name=f"{name}: worker numbers", uid=f"{name}-start-numbers")
+    start = numbers.map(wire.encode_start, output_type=types.bytes_type()).name(f"{name}: start markers").set_parallelism(1)
+    routed = batches.union(start).process(RouteBatches(keys), output_type=types.keyed_bytes_type()).name(f"{name}: route")
+    source = env.from_source(Source(feedback.FeedbackSource(loop_id)),
+                             WatermarkStrategy(feedback.FeedbackSource.watermarkStrategy()),
+                             f"{name}: model source", type_info=types.bytes_type()).set_parallelism(1)
+    fanned = source.process(_ToAllWorkers(keys), output_type=types.keyed_bytes_type()).name(f"{name}: to all workers").set_parallelism(1)
+    workers = (routed.key_by(lambda r: r[0], key_type=Types.INT())
+               .connect(fanned.key_by(lambda r: r[0], key_type=Types.INT()))
+               .process(_WorkerFunction(model, config), output_type=Types.STRING())
+               .name(f"{name}: workers").set_parallelism(n).set_max_parallelism(DEFAULT_MAX_PARALLELISM))
+    tag = types.feedback_tag(name)
+    gradients = DataStream(workers._j_data_stream.getSideOutput(tag.get_java_output_tag()))
+    models = (gradients.process(_UpdaterFunction(model, config, n), output_type=types.bytes_type())
+              .name(f"{name}: updater").set_parallelism(1))
+    sink = models.sink_to(Sink(feedback.FeedbackSink(loop_id))).name(f"{name}: model sink").set_parallelism(1)
+    co_location = f"{loop_id}-loop"
+    source._j_data_stream.getTransformation().setCoLocationGroupKey(co_location)
+    sink._j_data_stream_sink.getTransformation().setCoLocationGroupKey(co_location)
+    return workers
+
+
+class _SingleModel(MapFunction):
+    """One Keras model fitted batch by batch with ``train_on_batch`` (the Kafka-ML / TensorFlow-IO way)."""
+
+    def __init__(self, spec, config: TrainConfig):
+        self._spec, self._config = spec, config
+
+    def open(self, runtime_context: RuntimeContext):
+        from pyflink_tensair.models.keras_adapter import configure_tensorflow_threads, load_model
+
+        configure_tensorflow_threads(self._config.tf_intra_op_threads)
+        self._model = load_model(self._spec, seed=self._config.seed)
+        self._steps = 0
+        self._times = []
+
+    def map(self, value):
+        batch = wire.decode_batch(value)
+        x = dict(batch.x) if isinstance(batch.x, dict) else batch.x
+        loss = self._model.train_on_batch(x, batch.y)
+        now = time.time()
+        self._steps += 1
+        self._times = (self._times + [now])[-32:]
+        rate = (len(self._times) - 1) / (self._times[-1] - self._times[0]) if len(self._times) > 1 else 0.0
+        scheduled = batch.meta.get("scheduled_at")
+        return Metrics(replica=0, phase="batch", time=now, local_step=self._steps, model_version=self._steps,
+                       loss=float(loss if not isinstance(loss, (list, tuple)) else loss[0]), accuracy=None,
+                       staleness=0, batches_per_s=rate, held_batches=0, messages_sent=0, bytes_sent=0,
+                       dense_bytes_sent=0, messages_applied=0, duplicates_dropped=0, bound_overflows=0,
+                       batch_id=batch.id, delay_s=None if scheduled is None else now - float(scheduled)).to_json()
+
+
+def single(batches, *, model, config: TrainConfig) -> DataStream:
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    env = StreamExecutionEnvironment(batches._j_data_stream.getExecutionEnvironment())
+    prepare_environment(env, config)
+    return batches.map(_SingleModel(model, config), output_type=Types.STRING()).name(f"{config.name}: one model").set_parallelism(1)

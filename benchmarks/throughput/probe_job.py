@@ -1,0 +1,96 @@
+"""One probe: one system trains on a workload's batches arriving at a fixed rate; metrics to files.
+
+    python benchmarks/throughput/probe_job.py --system dasgd --workload dense --replicas 2 --rate 8 --batches 160 --outdir DIR
+    flink run -py benchmarks/throughput/probe_job.py --system flinkml ...
+
+``--system limit`` runs no Flink: the same compiled train step in a plain Python loop over the same
+encoded batches, as fast as it goes (it writes the same metrics records, without delays).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:  # run as a script (flink run -py): make `benchmarks` importable
+    sys.path.insert(0, ROOT)
+
+OURS = {"dasgd": None, "bounded": 4, "sync": 0}
+SYSTEMS = list(OURS) + ["flinkml", "single", "limit"]
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--system", choices=SYSTEMS, required=True)
+    parser.add_argument("--workload", choices=["dense", "sparse"], required=True)
+    parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument("--rate", type=float, default=0.0)
+    parser.add_argument("--batches", type=int, required=True)
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--bound", type=int, default=4, help="the staleness bound of --system bounded")
+    parser.add_argument("--tf-threads", type=int, default=1)
+    parser.add_argument("--outdir", required=True)
+    args, _ = parser.parse_known_args(argv)
+    return args
+
+
+def plain_loop(workload, args) -> None:
+    from pyflink_tensair.core import wire
+    from pyflink_tensair.core.events import Metrics
+    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads, load_model
+
+    configure_tensorflow_threads(args.tf_threads)
+    model = KerasModelAdapter(load_model(workload.model, seed=0))
+    encoded = [wire.encode_batch(workload.make_batch(i)) for i in range(args.batches)]
+    with open(os.path.join(args.outdir, "metrics-0.jsonl"), "w") as out:
+        for step, data in enumerate(encoded, 1):
+            batch = wire.decode_batch(data)
+            result = model.compute_gradients(batch)
+            model.apply_gradients(result.gradients)
+            out.write(Metrics(0, "batch", time.time(), step, step, result.loss, result.accuracy, 0, 0.0, 0, 0, 0, 0, 0,
+                              0, 0, batch.id).to_json() + "\n")
+
+
+def main(argv=None):
+    args = parse_args(argv if argv is not None else sys.argv[1:])
+    os.makedirs(args.outdir, exist_ok=True)
+    from benchmarks.throughput import workloads
+
+    workload = workloads.get(args.workload, args.batch_size)
+    if args.system == "limit":
+        return plain_loop(workload, args)
+
+    import cloudpickle
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    import benchmarks.throughput.flinkml_protocol
+    import benchmarks.throughput.graphs
+    from pyflink_tensair import TrainConfig, train
+    from pyflink_tensair.flink.sinks import write_json_lines
+    from pyflink_tensair.flink.sources import batch_source
+
+    for module in (workloads, benchmarks.throughput.graphs, benchmarks.throughput.flinkml_protocol):
+        cloudpickle.register_pickle_by_value(module)  # the Python workers need not see this folder
+    env = StreamExecutionEnvironment.get_execution_environment()
+    batches = batch_source(env, args.batches, workload.make_batch, rate=args.rate, name="bench")
+    held = max(256, args.batches)  # open loop: a waiting replica holds what arrives (the backlog is the measure)
+    config = TrainConfig(replicas=args.replicas, staleness_bound=OURS.get(args.system, args.bound if args.system == "bounded" else None),
+                         tf_intra_op_threads=args.tf_threads, buffer_capacity=held, name="bench")
+    if args.system == "bounded":
+        config = TrainConfig(replicas=args.replicas, staleness_bound=args.bound, tf_intra_op_threads=args.tf_threads,
+                             buffer_capacity=held, name="bench")
+    if args.system in OURS:
+        metrics = train(batches, model=workload.model, config=config, check_model=False).metrics
+    elif args.system == "flinkml":
+        metrics = benchmarks.throughput.graphs.flinkml(batches, model=workload.model, config=config)
+    else:
+        metrics = benchmarks.throughput.graphs.single(batches, model=workload.model, config=config)
+    write_json_lines(metrics, args.outdir, "metrics", name="bench").set_parallelism(1)
+    env.execute(f"bench {args.system} {args.workload} x{args.replicas} at {args.rate:g}/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+"""Runs the benchmark: for each system, workload, replica count and mode, the highest sustainable rate.
+
+Each probe is one job (``probe_job.py``) fed ``rate x seconds`` batches by an open-loop source;
+its verdict comes from the delays of the trained batches (:mod:`.verdict`), the rates from a
+doubling-then-bisection search (:mod:`.search`). One JSON record per run is appended to the
+results file as soon as the run ends; a failing run is recorded with its error, not raised.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import List, Optional
+
+from pyflink_tensair.core.events import Metrics
+
+from . import search as rate_search
+from .memory import PeakMemory
+from .verdict import judge
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROBE_JOB = os.path.join(ROOT, "benchmarks", "throughput", "probe_job.py")
+
+
+@dataclass
+class Spec:
+    """What to run. ``seconds``: arrival time covered by each probe (batches = rate x seconds)."""
+
+    systems: List[str] = field(default_factory=lambda: ["dasgd", "bounded", "sync", "flinkml", "single", "limit"])
+    workloads: List[str] = field(default_factory=lambda: ["dense", "sparse"])
+    replicas: List[int] = field(default_factory=lambda: [1, 2])
+    modes: List[str] = field(default_factory=lambda: ["local", "cluster"])
+    cluster_systems: List[str] = field(default_factory=lambda: ["dasgd", "flinkml"])
+    seconds: float = 15.0
+    min_batches: int = 30
+    bisections: int = 1
+    bound: int = 4
+    tf_threads: int = 1
+    probe_timeout_s: float = 600.0
+    limit_batches: int = 60
+
+    @staticmethod
+    def quick() -> "Spec":
+        return Spec(systems=["dasgd", "flinkml", "limit"], workloads=["dense"], replicas=[1], modes=["local"],
+                    seconds=6.0, min_batches=12, bisections=0, limit_batches=20)
+
+
+def machine() -> dict:
+    with open("/proc/meminfo") as f:
+        total_kb = int(next(line for line in f if line.startswith("MemTotal")).split()[1])
+    return {"cores": os.cpu_count(), "memory_gib": round(total_kb / 2 ** 20, 1), "platform": platform.platform(),
+            "python": platform.python_version()}
+
+
+def _read_metrics(folder: str) -> List[Metrics]:
+    records = []
+    for path in glob.glob(os.path.join(folder, "metrics-*.jsonl")):
+        with open(path) as f:
+            records += [Metrics.from_json(line) for line in f if line.strip()]
+    return [m for m in records if m.phase == "batch"]
+
+
+def _run_probe(spec: Spec, system: str, workload: str, replicas: int, rate: float, batches: int, mode: str,
+               cluster_dir: Optional[str]) -> dict:
+    outdir = tempfile.mkdtemp(prefix="tensair-bench-")
+    try:
+        args = ["--system", system, "--workload", workload, "--replicas", str(replicas), "--rate", str(rate),
+                "--batches", str(batches), "--bound", str(spec.bound), "--tf-threads", str(spec.tf_threads),
+                "--outdir", outdir]
+        from pyflink_tensair import cluster
+
+        if mode == "cluster" and system != "limit":
+            command = [os.path.join(cluster.flink_home(), "bin", "flink"), "run", "-pyclientexec", sys.executable,
+                       "-pyexec", sys.executable, "-py", PROBE_JOB, *args]
+            env = cluster._environment(cluster_dir)
+            roots = cluster.recorded_pids(cluster_dir)
+        else:
+            command, env, roots = [sys.executable, PROBE_JOB, *args], cluster.client_environment(), []
+        started = time.time()
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+        with PeakMemory(roots + [process.pid], client=process.pid) as memory:
+            try:
+                _, stderr = process.communicate(timeout=spec.probe_timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.communicate()
+                raise RuntimeError(f"the probe did not finish within {spec.probe_timeout_s} s")
+        if process.returncode != 0:
+            raise RuntimeError(f"the probe job failed (exit {process.returncode}): {stderr[-1500:]}")
+        records = _read_metrics(outdir)
+        return {"records": records, "wall_s": round(time.time() - started, 1), "peak_memory_mb": memory.peaks_mb()}
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
+
+
+def _rate(records: List[Metrics]) -> Optional[float]:
+    times = sorted(m.time for m in records)
+    return (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else None
+
+
+def _curves(records: List[Metrics], points: int = 40) -> dict:
+    ordered = sorted(records, key=lambda m: m.time)
+    if not ordered:
+        return {}
+    t0 = ordered[0].time
+    step = max(1, len(ordered) // points)
+    losses = [(round(m.time - t0, 2), i + 1, m.loss) for i, m in enumerate(ordered) if m.loss is not None][::step]
+    latest = {}
+    for m in ordered:
+        latest[m.replica] = m
+    span = ordered[-1].time - t0
+    sent = sum(m.bytes_sent for m in latest.values())
+    return {"loss_vs_time": [[t, round(l, 5)] for t, _, l in losses], "loss_vs_batches": [[n, round(l, 5)] for _, n, l in losses],
+            "gradient_bytes_per_s": round(sent / span, 1) if span > 0 else None,
+            "accuracy_last": next((m.accuracy for m in reversed(ordered) if m.accuracy is not None), None)}
+
+
+def run_limit(spec: Spec, workload: str, replicas: int) -> dict:
+    result = _run_probe(spec, "limit", workload, 1, 0.0, spec.limit_batches, "local", None)
+    single_core = _rate(result["records"][len(result["records"]) // 5:])  # the first batches compile
+    cores = min(replicas, os.cpu_count() or 1)
+    return {"sustainable_rate": round(single_core * cores, 3), "single_core_rate": round(single_core, 3),
+            "cores_used": cores, "peak_memory_mb": result["peak_memory_mb"], **_curves(result["records"])}
+
+
+def run_one(spec: Spec, system: str, workload: str, replicas: int, mode: str, cluster_dir: Optional[str],
+            start_rate: float, log=print) -> dict:
+    from . import workloads
+
+    record = {"system": system, "workload": workload, "replicas": replicas, "mode": mode,
+              "description": workloads.get(workload).description,
+              "tf_intra_op_threads": spec.tf_threads, "staleness_bound": {"dasgd": None, "bounded": spec.bound, "sync": 0}.get(system),
+              "date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine()}
+    try:
+        if system == "limit":
+            record.update(run_limit(spec, workload, replicas))
+            log(f"  limit {workload} x{replicas}: {record['sustainable_rate']} batches/s "
+                f"({record['single_core_rate']} on one core x {record['cores_used']})")
+            return record
+        details = {}
+
+        def probe(rate):
+            batches = max(spec.min_batches, int(math.ceil(rate * spec.seconds)))
+            result = _run_probe(spec, system, workload, replicas, rate, batches, mode, cluster_dir)
+            delays = [(m.time - m.delay_s, m.delay_s) for m in result["records"] if m.delay_s is not None]
+            verdict = judge(delays, expected=batches)
+            detail = {"rate": rate, "batches": batches, **verdict.to_dict(), "achieved_rate": _rate(result["records"]),
+                      "wall_s": result["wall_s"], "peak_memory_mb": result["peak_memory_mb"]}
+            details[rate] = (detail, result["records"])
+            log(f"  {system} {workload} x{replicas} {mode} at {rate:g}/s: "
+                f"{'sustainable' if verdict.sustainable else 'NOT sustainable'} ({verdict.reason}; {result['wall_s']} s)")
+            return verdict.sustainable, detail
+
+        probes = rate_search.search(probe, start=start_rate, bisections=spec.bisections)
+        best = rate_search.best_rate(probes)
+        record["probes"] = [p.detail for p in probes]
+        record["sustainable_rate"] = best
+        if best is not None:
+            detail, records = details[best]
+            record["peak_memory_mb"] = detail["peak_memory_mb"]
+            record.update(_curves(records))
+    except Exception as err:  # recorded, not raised: one broken run must not lose the others
+        record["error"] = f"{type(err).__name__}: {err}"
+        record["traceback"] = traceback.format_exc()[-3000:]
+        log(f"  {system} {workload} x{replicas} {mode}: FAILED: {record['error'][:300]}")
+    return record
+
+
+def run(spec: Spec, results_path: str, log=print) -> List[dict]:
+    from pyflink_tensair import cluster
+
+    os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
+    records = []
+    cluster_dir = None
+    try:
+        if "cluster" in spec.modes:
+            cluster_dir = tempfile.mkdtemp(prefix="tensair-bench-cluster-")
+            cluster.start(cluster_dir, taskmanagers=2, slots=2, rest_port=29081, rpc_port=29123)
+        for workload in spec.workloads:
+            limits = {}
+            for replicas in spec.replicas:  # always measured: the limit also sets where each search starts
+                limits[replicas] = run_one(spec, "limit", workload, replicas, "local", None, 0, log)
+                if "limit" in spec.systems:
+                    records.append(limits[replicas])
+                    _append(results_path, limits[replicas])
+            for mode in spec.modes:
+                for replicas in spec.replicas:
+                    for system in spec.systems:
+                        if system == "limit" or (system == "single" and replicas != 1):
+                            continue
+                        if mode == "cluster" and system not in spec.cluster_systems:
+                            continue
+                        limit = limits.get(replicas, {}).get("sustainable_rate") or 1.0
+                        start = 2.0 ** math.floor(math.log2(max(limit / 4, 0.25)))
+                        record = run_one(spec, system, workload, replicas, mode, cluster_dir, start, log)
+                        records.append(record)
+                        _append(results_path, record)
+    finally:
+        if cluster_dir:
+            cluster.stop(cluster_dir)
+    return records
+
+
+def _append(path: str, record: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(record) + "\n")

@@ -1,0 +1,142 @@
+"""The throughput benchmark: its verdict, its search, the Flink ML baseline's protocol, the report,
+and `python -m benchmarks run --quick` end to end (what CI runs)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from benchmarks.throughput import report, search, verdict
+from benchmarks.throughput.flinkml_protocol import ModelUpdate, Updater, UpdaterDone, Worker, WorkerDone
+from pyflink_tensair.core.gradients import average_gradients
+from pyflink_tensair.testing import LinearModel, make_regression_batches
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_delays_that_keep_growing_are_not_sustainable():
+    schedule = [i * 0.1 for i in range(300)]
+    assert verdict.judge([(t, 0.05) for t in schedule], expected=300).sustainable
+    growing = verdict.judge([(t, 0.1 * t) for t in schedule], expected=300)
+    assert not growing.sustainable and "grows" in growing.reason and growing.slope == pytest.approx(0.1, abs=1e-6)
+    # a start-up backlog being worked off is sustainable; one that stays is not
+    assert verdict.judge([(t, max(0.05, 5 - 0.5 * t)) for t in schedule], expected=300).sustainable
+    stuck = verdict.judge([(t, 4.0) for t in schedule], expected=300)
+    assert not stuck.sustainable and "not falling" in stuck.reason
+
+
+def test_missing_batches_fail_the_verdict():
+    result = verdict.judge([(i * 0.1, 0.01) for i in range(50)], expected=60)
+    assert not result.sustainable and result.reason == "only 50 of 60 batches were trained"
+
+
+def test_search_halves_down_when_the_first_rate_fails():
+    probes = search.search(lambda rate: rate <= 3, start=16, bisections=1)
+    assert [(p.rate, p.sustainable) for p in probes] == [(16, False), (8, False), (4, False), (2, True), (3.0, True)]
+    assert search.best_rate(probes) == 3.0
+    assert search.best_rate(search.search(lambda rate: False, start=1, min_rate=0.5)) is None
+
+
+def test_flinkml_pattern_is_synchronous_sgd_on_the_average_gradient():
+    """Two workers and the updater, messages routed by hand, reproduce a plain loop that applies
+    the average of each pair of batches' gradients."""
+    batches = make_regression_batches(8, 3, seed=1)
+    workers = [Worker(i, LinearModel(3, seed=0)) for i in range(2)]
+    updater = Updater(2, LinearModel(3, seed=0))
+    metrics, to_updater = [], []
+
+    def route(events):
+        for e in events:
+            if type(e).__name__ == "Metrics":
+                metrics.append(e)
+            else:
+                to_updater.append(e)
+
+    for i, batch in enumerate(batches):
+        route(workers[i % 2].on_batch(batch))
+    for w in workers:
+        route(w.on_input_end())
+    finished = False
+    while to_updater:
+        message = to_updater.pop(0)
+        out = updater.on_done(message) if isinstance(message, WorkerDone) else updater.on_gradient(message)
+        for event in out:
+            if isinstance(event, ModelUpdate):
+                for w in workers:
+                    route(w.on_model(event))
+            elif isinstance(event, UpdaterDone):
+                finished = True
+    assert finished and updater.version == 4 and sorted(m.batch_id for m in metrics) == list(range(8))
+    reference = LinearModel(3, seed=0)
+    for step in range(4):
+        pair = [reference.compute_gradients(batches[2 * step + r]).gradients for r in range(2)]
+        reference.apply_gradients(average_gradients(pair))
+    for w in workers + [updater]:
+        for name, value in reference.get_weights().items():
+            np.testing.assert_allclose(w.model.get_weights()[name], value, atol=1e-12)
+
+
+def test_updater_refuses_a_gradient_of_an_old_model():
+    updater = Updater(1, LinearModel(3))
+    from benchmarks.throughput.flinkml_protocol import GradientUpdate
+
+    with pytest.raises(RuntimeError, match="version 3"):
+        updater.on_gradient(GradientUpdate(0, 3, {}))
+
+
+def _record(system, workload, replicas, rate, mode="local", **extra):
+    return {"system": system, "workload": workload, "replicas": replicas, "mode": mode, "sustainable_rate": rate,
+            "tf_intra_op_threads": 1, "date": "2026-11-30 10:00:00", "description": f"{workload} workload",
+            "machine": {"cores": 2, "memory_gib": 23.5, "platform": "Linux", "python": "3.11"},
+            "probes": [{"rate": rate, "sustainable": True}], **extra}
+
+
+def test_report_states_ratios_to_flinkml_and_to_the_limit(tmp_path):
+    results = tmp_path / "results.jsonl"
+    records = [_record("limit", "dense", 1, 20.0), _record("limit", "dense", 2, 40.0),
+               _record("dasgd", "dense", 1, 8.0, loss_vs_time=[[0, 2.3], [5, 1.9]]), _record("dasgd", "dense", 2, 12.0),
+               _record("flinkml", "dense", 1, 4.0), _record("flinkml", "dense", 2, 3.0),
+               {**_record("sync", "dense", 2, None), "probes": [], "error": "RuntimeError: boom"}]
+    results.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "docs" / "benchmarks.md"
+    report.write_report(str(results), str(out), command="python -m benchmarks run --quick")
+    text = out.read_text()
+    assert "Machine: 2 cores, 23.5 GiB" in text and "python -m benchmarks run --quick" in text
+    assert "dasgd / flinkml = 2.00 at 1 replica, 4.00 at 2" in text
+    assert "dasgd 2 replicas / 1 replica = 1.50" in text and "dasgd 1 replica / limit 1 core = 0.40" in text
+    assert "| dasgd | 2 | local | 12 | 4.00 | 0.30 |" in text
+    assert "FAILED: RuntimeError: boom" in text
+    assert (tmp_path / "docs" / "img" / "benchmark_dense.png").stat().st_size > 1000
+
+
+@pytest.mark.flink
+def test_quick_benchmark_runs_end_to_end(tmp_path):
+    pytest.importorskip("pyflink")
+    from pyflink_tensair import cluster
+
+    results, doc = tmp_path / "results.jsonl", tmp_path / "benchmarks.md"
+    run = subprocess.run([sys.executable, "-m", "benchmarks", "run", "--quick", "--results", str(results)],
+                         capture_output=True, text=True, cwd=ROOT, env=cluster.client_environment(), timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    assert {r["system"] for r in records} == {"dasgd", "flinkml", "limit"}
+    for r in records:
+        assert "error" not in r, r.get("error")
+        assert r["sustainable_rate"] > 0 and r["machine"]["cores"] >= 1
+    flink_runs = [r for r in records if r["system"] != "limit"]
+    for r in flink_runs:
+        assert r["probes"] and all("slope" in p and "peak_memory_mb" in p for p in r["probes"])
+        assert r["peak_memory_mb"]["jvm"] > 50 and r["loss_vs_time"]
+    rendered = subprocess.run([sys.executable, "-m", "benchmarks", "report", "--results", str(results), "--out", str(doc)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert rendered.returncode == 0, rendered.stderr[-2000:]
+    assert "dasgd / flinkml" in doc.read_text()
+
+
+def test_bad_spec_is_refused():
+    run = subprocess.run([sys.executable, "-m", "benchmarks", "run", "--systems", "dasgd,parameter_server"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 2 and "parameter_server" in run.stderr
