@@ -53,6 +53,9 @@ def main(argv=None) -> int:
             + [m for m in spec.modes if m not in ("local", "cluster")] + [r for r in spec.replicas if r < 1]
         if bad:
             parser.error(f"unknown systems, workloads, modes or replica counts: {bad}")
+        import signal
+
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up (the cluster is stopped by PID)
         print(f"benchmark spec: {json.dumps(vars(spec))}", flush=True)
         started = time.time()
         records = run(spec, args.results, log=lambda line: print(line, flush=True))

@@ -140,3 +140,29 @@ def test_bad_spec_is_refused():
     run = subprocess.run([sys.executable, "-m", "benchmarks", "run", "--systems", "dasgd,parameter_server"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert run.returncode == 2 and "parameter_server" in run.stderr
+
+
+def test_busy_fraction_is_the_share_of_wall_time_inside_the_model():
+    from types import SimpleNamespace as S
+
+    from benchmarks.throughput.run import busy_fraction
+
+    records = [S(replica=0, time=t, model_busy_s=0.25 * t) for t in range(5)] + \
+              [S(replica=1, time=t, model_busy_s=0.75 * t) for t in range(5)]
+    assert busy_fraction(records) == 0.5
+    assert busy_fraction([S(replica=0, time=t, model_busy_s=0.0) for t in range(3)]) is None
+
+
+def test_replica_counts_the_time_its_model_works():
+    from pyflink_tensair.core.replica import Replica
+
+    class SlowModel(LinearModel):
+        def compute_gradients(self, batch):
+            import time
+            time.sleep(0.02)
+            return super().compute_gradients(batch)
+
+    replica = Replica(0, 1, SlowModel(3))
+    events = [e for b in make_regression_batches(3, 3) for e in replica.on_batch(b)]
+    busy = [e.model_busy_s for e in events if type(e).__name__ == "Metrics"]
+    assert busy == sorted(busy) and busy[-1] >= 0.06

@@ -15,8 +15,10 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:  # run as a script (flink run -py): make `benchmarks` importable
-    sys.path.insert(0, ROOT)
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Run as a script (also by flink run -py): import `benchmarks` from the repository root, and not
+# this folder's modules as top-level ones (they would shadow the standard library's).
+sys.path[:] = [ROOT] + [p for p in sys.path if os.path.abspath(p or ".") not in (HERE, ROOT)]
 
 OURS = {"dasgd": None, "bounded": 4, "sync": 0}
 SYSTEMS = list(OURS) + ["flinkml", "single", "limit"]

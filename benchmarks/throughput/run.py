@@ -41,6 +41,7 @@ class Spec:
     replicas: List[int] = field(default_factory=lambda: [1, 2])
     modes: List[str] = field(default_factory=lambda: ["local", "cluster"])
     cluster_systems: List[str] = field(default_factory=lambda: ["dasgd", "flinkml"])
+    cluster_replicas: List[int] = field(default_factory=lambda: [2])
     seconds: float = 15.0
     min_batches: int = 30
     bisections: int = 1
@@ -108,6 +109,17 @@ def _rate(records: List[Metrics]) -> Optional[float]:
     return (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else None
 
 
+def busy_fraction(records: List[Metrics]) -> Optional[float]:
+    """The mean, over replicas, of the share of wall time spent inside the model (from the first to
+    the last trained batch); ``None`` for systems that do not measure it."""
+    shares = []
+    for replica in {m.replica for m in records}:
+        own = sorted((m for m in records if m.replica == replica), key=lambda m: m.time)
+        if len(own) > 1 and own[-1].time > own[0].time and own[-1].model_busy_s > 0:
+            shares.append((own[-1].model_busy_s - own[0].model_busy_s) / (own[-1].time - own[0].time))
+    return round(sum(shares) / len(shares), 3) if shares else None
+
+
 def _curves(records: List[Metrics], points: int = 40) -> dict:
     ordered = sorted(records, key=lambda m: m.time)
     if not ordered:
@@ -155,6 +167,7 @@ def run_one(spec: Spec, system: str, workload: str, replicas: int, mode: str, cl
             delays = [(m.time - m.delay_s, m.delay_s) for m in result["records"] if m.delay_s is not None]
             verdict = judge(delays, expected=batches)
             detail = {"rate": rate, "batches": batches, **verdict.to_dict(), "achieved_rate": _rate(result["records"]),
+                      "model_busy_fraction": busy_fraction(result["records"]),
                       "wall_s": result["wall_s"], "peak_memory_mb": result["peak_memory_mb"]}
             details[rate] = (detail, result["records"])
             log(f"  {system} {workload} x{replicas} {mode} at {rate:g}/s: "
@@ -198,8 +211,10 @@ def run(spec: Spec, results_path: str, log=print) -> List[dict]:
                     for system in spec.systems:
                         if system == "limit" or (system == "single" and replicas != 1):
                             continue
-                        if mode == "cluster" and system not in spec.cluster_systems:
+                        if mode == "cluster" and (system not in spec.cluster_systems or replicas not in spec.cluster_replicas):
                             continue
+                        if system in ("bounded", "sync") and replicas == 1:
+                            continue  # one replica has no peers: the same run as dasgd
                         limit = limits.get(replicas, {}).get("sustainable_rate") or 1.0
                         start = 2.0 ** math.floor(math.log2(max(limit / 4, 0.25)))
                         record = run_one(spec, system, workload, replicas, mode, cluster_dir, start, log)

@@ -32,7 +32,9 @@ class Metrics:
     ``staleness`` is how many local steps the replica was ahead of the slowest peer whose
     gradients it had applied, when it started the step (it never exceeds the staleness bound
     unless ``bound_overflows`` grew). ``delay_s`` is how long after its ``scheduled_at`` time the
-    batch finished training (``None`` when the batch carried no schedule).
+    batch finished training (``None`` when the batch carried no schedule). ``model_busy_s`` is the
+    replica's total time inside its model so far (gradients, updates, predictions): its growth
+    against wall time is how busy the model kept the replica's process.
     """
 
     replica: int
@@ -53,6 +55,7 @@ class Metrics:
     bound_overflows: int
     batch_id: int = -1
     delay_s: Optional[float] = None
+    model_busy_s: float = 0.0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -94,6 +94,7 @@ class Replica:
         self.done_sent = False
         self.finished = False
         # observability only
+        self.model_busy_s = 0.0  # seconds spent inside the model (gradients, updates, predictions)
         self._last_loss: Optional[float] = None
         self._last_accuracy: Optional[float] = None
         self._train_times: Deque[float] = collections.deque(maxlen=_RATE_WINDOW)
@@ -144,7 +145,7 @@ class Replica:
             self._sync_pending.setdefault(message.step, {})[message.sender] = message.gradients
             self._complete_sync_steps()
         else:
-            self.model.apply_gradients(message.gradients)
+            self._model_call(self.model.apply_gradients, message.gradients)
             self.model_version += 1
             self.messages_applied += 1
             self._mark_applied(message.sender, message.first_step, message.step)
@@ -194,13 +195,13 @@ class Replica:
     # ------------------------------------------------------------------ training
 
     def _serve(self, batch: Batch) -> List[Event]:
-        result = self.model.evaluate(batch)
+        result = self._model_call(self.model.evaluate, batch)
         self._note_scores(result)
         return [self._prediction(batch, result), self._metrics("batch", batch)]
 
     def _train(self, batch: Batch, out: List[Event]) -> None:
         staleness = self._staleness()
-        result = self.model.compute_gradients(batch)
+        result = self._model_call(self.model.compute_gradients, batch)
         out.append(self._prediction(batch, result))
         self.local_step += 1
         if self.synchronous:
@@ -208,7 +209,7 @@ class Replica:
             self._send(GradientMessage(self.id, self.local_step, self.local_step, result.gradients), out)
             self._complete_sync_steps()
         else:
-            self.model.apply_gradients(result.gradients)
+            self._model_call(self.model.apply_gradients, result.gradients)
             self.model_version += 1
             if not self._outgoing:
                 self._outgoing_first = self.local_step
@@ -227,7 +228,7 @@ class Replica:
             pending = self._sync_pending.get(step, {})
             if not contributors or any(r not in pending for r in contributors):
                 return
-            self.model.apply_gradients(average_gradients([pending[r] for r in contributors]))
+            self._model_call(self.model.apply_gradients, average_gradients([pending[r] for r in contributors]))
             self.model_version += 1
             self.messages_applied += len(contributors) - (self.id in contributors)
             del self._sync_pending[step]
@@ -288,6 +289,13 @@ class Replica:
         if result.accuracy is not None:
             self._last_accuracy = result.accuracy
 
+    def _model_call(self, method, argument):
+        started = time.perf_counter()
+        try:
+            return method(argument)
+        finally:
+            self.model_busy_s += time.perf_counter() - started
+
     def _prediction(self, batch: Batch, result: StepResult) -> Prediction:
         return Prediction(self.id, batch.id, self.model_version, result.predictions,
                           result.loss, result.accuracy, batch.meta)
@@ -310,7 +318,8 @@ class Replica:
             dense_bytes_sent=self.dense_bytes_sent, messages_applied=self.messages_applied,
             duplicates_dropped=self.duplicates_dropped, bound_overflows=self.bound_overflows,
             batch_id=batch.id if batch is not None else -1,
-            delay_s=(now - scheduled) if isinstance(scheduled, (int, float)) else None)
+            delay_s=(now - scheduled) if isinstance(scheduled, (int, float)) else None,
+            model_busy_s=round(self.model_busy_s, 6))
 
     # ------------------------------------------------------------------ state
 
