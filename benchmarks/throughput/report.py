@@ -117,7 +117,7 @@ def write_report(results: str, out: str, command: Optional[str] = None) -> None:
             rate = None if "error" in r else r.get("sustainable_rate")
             probes = ", ".join(f"{p['rate']:g}: {'ok' if p['sustainable'] else 'no'}" for p in r.get("probes", []))
             if "error" in r:
-                probes = "FAILED: " + r["error"][:120].replace("|", "/")
+                probes = "FAILED: " + " ".join(r["error"].split())[:160].replace("|", "/")
             mem = r.get("peak_memory_mb", {})
             gbs = r.get("gradient_bytes_per_s")
             lines.append(f"| {system} | {replicas} | {mode} | {_fmt(rate)} | {_ratio(rate, _rate(records, workload, 'flinkml', replicas, mode))} "
