@@ -59,16 +59,19 @@ def test_quickstart_with_flink_run_on_two_taskmanagers(flink_cluster, tmp_path):
     assert summary["batches"] == 60 and summary["finished_replicas"] == [0, 1]
     assert summary["replica_max_weight_diff"] <= 1e-6 and summary["model_versions"] == [30, 30]
     url = cluster.rest_url(flink_cluster)
-    job_id = _job_id(result.stdout)
+    job, vertex = _replicas_vertex(url, _job_id(result.stdout))
+    subtasks = cluster.rest_get(f"{url}/jobs/{job['jid']}/vertices/{vertex['id']}")["subtasks"]
+    assert len({s["taskmanager-id"] for s in subtasks}) == 2, "one replica on each TaskManager"
+
+
+def _replicas_vertex(url: str, job_id: str):
+    """The job's REST description and its replicas' vertex."""
     job = cluster.rest_get(f"{url}/jobs/{job_id}")
-    assert job["state"] == "FINISHED"
-    vertex = next(v for v in job["vertices"] if ": replicas" in v["name"])
-    assert vertex["parallelism"] == 2  # where Flink places them is its choice (see the quickstart test)
+    return job, next(v for v in job["vertices"] if ": replicas" in v["name"])
 
 
 def _replica_metrics(url, job_id):
-    job = cluster.rest_get(f"{url}/jobs/{job_id}")
-    vertex = next(v for v in job["vertices"] if ": replicas" in v["name"])
+    _, vertex = _replicas_vertex(url, job_id)
     available = cluster.rest_get(f"{url}/jobs/{job_id}/vertices/{vertex['id']}/subtasks/metrics")
     wanted = [m["id"] for m in available if re.search(r"tensair\.(model_version|loss_x1e6|staleness|batches_per_s_x1000)$", m["id"])]
     if not wanted:
@@ -119,9 +122,6 @@ def test_both_use_case_jobs_with_flink_run_on_two_taskmanagers(flink_cluster, tm
     summary = json.loads(words.read_text())
     assert summary["finished_replicas"] == [0, 1]
     assert summary["cosine"]["cooccurring_after"] > summary["cosine"]["shuffled_after"] + 0.1
-    url = cluster.rest_url(flink_cluster)
-    job_id = _job_id(result.stdout)
-    job = cluster.rest_get(f"{url}/jobs/{job_id}")
+    job, vertex = _replicas_vertex(cluster.rest_url(flink_cluster), _job_id(result.stdout))
     assert job["state"] == "FINISHED"
-    vertex = next(v for v in job["vertices"] if ": replicas" in v["name"])
     assert vertex["parallelism"] == 2  # where Flink places them is its choice (see the quickstart test)

@@ -46,16 +46,6 @@ def test_quickstart_synchronous_run_matches_sequential_sgd(tmp_path):
         np.testing.assert_allclose(results.models[1].weights[name], value, atol=1e-6)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--staleness", "-2"], "--staleness must be an int >= 0 or 'none'"),
-    (["--replicas", "0"], "--replicas must be >= 1"),
-    (["--workers", "thread"], "invalid choice: 'thread'"),
-])
-def test_bad_arguments_exit_with_a_clear_message(args, message):
-    result = _run("quickstart.py", *args, timeout=120)
-    assert result.returncode == 2 and message in result.stderr
-
-
 def _tensorboard_scalars(folder):
     import tensorflow as tf
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -140,18 +130,6 @@ def test_image_classification_reads_cifar10_binary_batches(tmp_path):
     assert summary["mean_gradient_message_bytes"] == 122_570 * 4  # a dense message carries every parameter
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--data", "mnist"], "--data must be digits, cifar10:FOLDER or synthetic"),
-    (["--data", "cifar10:/no/such/folder"], "does not exist"),
-    (["--save", "model.h5"], "--save must name a .keras file"),
-    (["--rate", "-1"], "--rate must be >= 0"),
-    (["--passes", "0"], "--passes must be >= 1"),
-])
-def test_image_classification_bad_arguments(args, message):
-    result = _run("image_classification.py", *args, timeout=120)
-    assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
-
-
 def test_image_classification_refuses_a_model_of_another_input_shape(tmp_path):
     model = zoo.quickstart_classifier()
     model.save(str(tmp_path / "mlp.keras"))
@@ -187,11 +165,19 @@ def test_word2vec_learns_which_words_go_together(tmp_path):
     assert (tmp_path / "w2v.keras").is_file()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--corpus", "/no/such/corpus"], "is neither a file nor a folder"),
-    (["--negatives", "0"], "--negatives must be >= 1"),
-    (["--dim", "0"], "--dim must be >= 1"),
+@pytest.mark.parametrize("script, args, message", [
+    ("quickstart.py", ["--staleness", "-2"], "--staleness must be an int >= 0 or 'none'"),
+    ("quickstart.py", ["--replicas", "0"], "--replicas must be >= 1"),
+    ("quickstart.py", ["--workers", "thread"], "invalid choice: 'thread'"),
+    ("image_classification.py", ["--data", "mnist"], "--data must be digits, cifar10:FOLDER or synthetic"),
+    ("image_classification.py", ["--data", "cifar10:/no/such/folder"], "does not exist"),
+    ("image_classification.py", ["--save", "model.h5"], "--save must name a .keras file"),
+    ("image_classification.py", ["--rate", "-1"], "--rate must be >= 0"),
+    ("image_classification.py", ["--passes", "0"], "--passes must be >= 1"),
+    ("word2vec.py", ["--corpus", "/no/such/corpus"], "is neither a file nor a folder"),
+    ("word2vec.py", ["--negatives", "0"], "--negatives must be >= 1"),
+    ("word2vec.py", ["--dim", "0"], "--dim must be >= 1"),
 ])
-def test_word2vec_bad_arguments(args, message):
-    result = _run("word2vec.py", *args, timeout=120)
+def test_bad_arguments_exit_with_a_clear_message(script, args, message):
+    result = _run(script, *args, timeout=120)
     assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]

@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # this folder's modules as top-level ones (they would shadow the standard library's).
 sys.path[:] = [ROOT] + [p for p in sys.path if os.path.abspath(p or ".") not in (HERE, ROOT)]
 
-OURS = {"dasgd": None, "bounded": 4, "sync": 0}
+OURS = ("dasgd", "bounded", "sync")
 SYSTEMS = list(OURS) + ["flinkml", "single", "limit"]
 
 
@@ -79,11 +79,9 @@ def main(argv=None):
     env = StreamExecutionEnvironment.get_execution_environment()
     batches = batch_source(env, args.batches, workload.make_batch, rate=args.rate, name="bench")
     held = max(256, args.batches)  # open loop: a waiting replica holds what arrives (the backlog is the measure)
-    config = TrainConfig(replicas=args.replicas, staleness_bound=OURS.get(args.system, args.bound if args.system == "bounded" else None),
-                         tf_intra_op_threads=args.tf_threads, buffer_capacity=held, name="bench")
-    if args.system == "bounded":
-        config = TrainConfig(replicas=args.replicas, staleness_bound=args.bound, tf_intra_op_threads=args.tf_threads,
-                             buffer_capacity=held, name="bench")
+    staleness = {"bounded": args.bound, "sync": 0}.get(args.system)  # dasgd and the baselines: None
+    config = TrainConfig(replicas=args.replicas, staleness_bound=staleness, tf_intra_op_threads=args.tf_threads,
+                         buffer_capacity=held, name="bench")
     if args.system in OURS:
         metrics = train(batches, model=workload.model, config=config, check_model=False).metrics
     elif args.system == "flinkml":
