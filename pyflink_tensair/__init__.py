@@ -8,23 +8,29 @@ Example::
     out.metrics       # DataStream of per-replica metrics (JSON strings)
 """
 
-from .config import LatencySettings, Mode, TrainConfig, WorkerMode
-from .core.messages import Batch, SparseGradient
-from .core.wire import decode_batch, decode_tensors, encode_batch, encode_tensors
-from .errors import ConfigError, JavaToolchainError, ModelError, TensairError, WireFormatError
+import importlib
 
 __version__ = "0.1.0"
 
+# Every name loads on first use. Importing this package must not import its subpackages: Beam's
+# worker threads unpickle functions concurrently, and a package __init__ that imports
+# `pyflink_tensair.core` while another thread imports `pyflink_tensair.core.wire` is a lock cycle
+# (Python raised _DeadlockError in a cluster test). Lazy names also keep the core importable alone.
+_NAMES = {
+    "LatencySettings": ".config", "Mode": ".config", "TrainConfig": ".config", "WorkerMode": ".config",
+    "Batch": ".core.messages", "SparseGradient": ".core.messages",
+    "decode_batch": ".core.wire", "decode_tensors": ".core.wire", "encode_batch": ".core.wire",
+    "encode_tensors": ".core.wire",
+    "ConfigError": ".errors", "JavaToolchainError": ".errors", "ModelError": ".errors", "TensairError": ".errors",
+    "WireFormatError": ".errors",
+    "train": ".flink", "TrainOutput": ".flink", "to_batches": ".flink",
+}
+
 
 def __getattr__(name):
-    # The Flink glue imports pyflink; load it only when asked for, so the core stays importable alone.
-    if name in ("train", "TrainOutput", "to_batches"):
-        from . import flink
-        return getattr(flink, name)
+    if name in _NAMES:
+        return getattr(importlib.import_module(_NAMES[name], __name__), name)
     raise AttributeError(f"module 'pyflink_tensair' has no attribute {name!r}")
 
 
-__all__ = ["Batch", "ConfigError", "JavaToolchainError", "LatencySettings", "Mode", "ModelError",
-           "SparseGradient", "TensairError", "TrainConfig", "TrainOutput", "WireFormatError",
-           "WorkerMode", "decode_batch", "decode_tensors", "encode_batch", "encode_tensors",
-           "to_batches", "train"]
+__all__ = sorted(_NAMES)
