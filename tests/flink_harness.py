@@ -27,6 +27,11 @@ def garbage_after_three(index):
     return make_batch(index) if index < 3 else b"definitely not a batch"
 
 
+def worker_pid(_):
+    """The process a Python function runs in."""
+    return os.getpid()
+
+
 def _record(index):
     rng = np.random.default_rng(index)
     return rng.normal(size=FEATURES).tolist(), int(rng.integers(0, CLASSES))

@@ -70,3 +70,32 @@ def test_to_batches_groups_single_records_into_mini_batches(tmp_path):
                           stream=lambda env: to_batches(single_records(env, 50), batch_size=16, name="records"))
     assert sorted(p["batch_id"] for p in result.predictions) == [0, 1, 2, 3]  # 16 + 16 + 16 + 2
     assert [len(p["predictions"]) for p in sorted(result.predictions, key=lambda p: p["batch_id"])] == [16, 16, 16, 2]
+
+
+@pytest.mark.parametrize("workers", ["process", "loopback", "process"])
+def test_worker_mode_decides_where_python_functions_run(tmp_path, workers):
+    """PyFlink picks loopback when the environment is created; train() must still get its way."""
+    import glob
+    import json
+    import os
+
+    from pyflink.common import Types
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from pyflink_tensair.flink.environment import prepare_environment
+    from pyflink_tensair.flink.sinks import write_json_lines
+    from pyflink_tensair.flink.sources import number_sequence
+
+    from flink_harness import worker_pid
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    numbers = number_sequence(env, 0, 3, name="numbers", uid="numbers")
+    pids = numbers.map(worker_pid, output_type=Types.LONG()).map(json.dumps, output_type=Types.STRING())
+    write_json_lines(pids, str(tmp_path), "pids", name="pids")
+    prepare_environment(env, TrainConfig(workers=workers))
+    env.execute("worker pids")
+    seen = {json.loads(line) for path in glob.glob(str(tmp_path / "pids-*.jsonl")) for line in open(path)}
+    if workers == "loopback":
+        assert seen == {os.getpid()}
+    else:
+        assert seen and os.getpid() not in seen

@@ -8,7 +8,8 @@ import sys
 from ..config import TrainConfig, WorkerMode
 from ..errors import ConfigError
 
-_WORKER_MODE_VARIABLE = "_python_worker_execution_mode"  # read by PyFlink when the job starts
+_WORKER_MODE_VARIABLE = "_python_worker_execution_mode"  # read by PyFlink when an environment is created
+_LOOPBACK_ADDRESS = "python.loopback-server.address"  # set by PyFlink when it chose loopback
 
 
 def _env_configuration(env):
@@ -41,11 +42,15 @@ def prepare_environment(env, config: TrainConfig) -> None:
                 conf.set_string(key, value)
         env.set_buffer_timeout(config.latency.buffer_timeout_ms)
     # A local mini-cluster runs Python functions inside the client ("loopback") unless told
-    # otherwise; a cluster always uses worker processes.
+    # otherwise; a cluster always uses worker processes. PyFlink decides when an environment is
+    # created, usually before train() is called: it starts a loopback server and records its
+    # address in the configuration. Process mode must drop that address, or every Python operator
+    # still runs as a thread of the client, all of them sharing its GIL.
     if config.workers is WorkerMode.PROCESS:
-        os.environ[_WORKER_MODE_VARIABLE] = "process"
-    elif is_local(env):
+        conf.remove_config(_LOOPBACK_ADDRESS)
+    elif is_local(env) and not conf.contains_key(_LOOPBACK_ADDRESS):
         os.environ[_WORKER_MODE_VARIABLE] = "loopback"
+        env._open()  # starts PyFlink's loopback server and records its address
 
 
 def add_channel_jar(env) -> str:
