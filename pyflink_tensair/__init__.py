@@ -8,14 +8,11 @@ Example::
     out.metrics       # DataStream of per-replica metrics (JSON strings)
 """
 
-import importlib
+from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
-# Every name loads on first use. Importing this package must not import its subpackages: Beam's
-# worker threads unpickle functions concurrently, and a package __init__ that imports
-# `pyflink_tensair.core` while another thread imports `pyflink_tensair.core.wire` is a lock cycle
-# (Python raised _DeadlockError in a cluster test). Lazy names also keep the core importable alone.
+# Every name loads on first use: importing a package must not import its subpackages (see _lazy).
 _NAMES = {
     "LatencySettings": ".config", "Mode": ".config", "TrainConfig": ".config", "WorkerMode": ".config",
     "Batch": ".core.messages", "SparseGradient": ".core.messages",
@@ -23,14 +20,8 @@ _NAMES = {
     "encode_tensors": ".core.wire",
     "ConfigError": ".errors", "JavaToolchainError": ".errors", "ModelError": ".errors", "TensairError": ".errors",
     "WireFormatError": ".errors",
-    "train": ".flink", "TrainOutput": ".flink", "to_batches": ".flink",
+    "train": ".flink.training", "TrainOutput": ".flink.training", "to_batches": ".flink.batching",
 }
 
-
-def __getattr__(name):
-    if name in _NAMES:
-        return getattr(importlib.import_module(_NAMES[name], __name__), name)
-    raise AttributeError(f"module 'pyflink_tensair' has no attribute {name!r}")
-
-
+__getattr__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

@@ -59,7 +59,12 @@ def write_config(folder: str, *, taskmanagers: int, slots: int, rest_port: int, 
         "taskmanager.bind-host": LOCALHOST,
         "taskmanager.host": LOCALHOST,
         "taskmanager.numberOfTaskSlots": slots,
-        "taskmanager.memory.process.size": "2048m",
+        # Sized for the models' messages, not Flink's defaults: the Beam gRPC channel to the Python
+        # workers buffers records in direct (task off-heap) memory; with word2vec's 6.6 MB gradients
+        # a 2 GB TaskManager ran out of it and the job hung with every process idle.
+        "taskmanager.memory.task.heap.size": "1024m",
+        "taskmanager.memory.task.off-heap.size": "1024m",
+        "taskmanager.memory.managed.size": "1024m",
         "taskmanager.rpc.port": f"{rpc_port + 10}-{rpc_port + 30}",
         "taskmanager.data.port": 0,
         "taskmanager.load-balance.mode": "slots",

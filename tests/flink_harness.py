@@ -27,6 +27,13 @@ def garbage_after_three(index):
     return make_batch(index) if index < 3 else b"definitely not a batch"
 
 
+def done_marker_after_three(index):
+    from pyflink_tensair.core import wire
+    from pyflink_tensair.core.messages import DoneMessage
+
+    return make_batch(index) if index < 3 else wire.encode_message(DoneMessage(0, 1))
+
+
 def worker_pid(_):
     """The process a Python function runs in."""
     return os.getpid()

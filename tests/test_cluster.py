@@ -82,8 +82,11 @@ def _replica_metrics(url, job_id):
 
 def test_replica_metrics_are_flink_metrics_in_the_rest_api(flink_cluster, tmp_path):
     url = cluster.rest_url(flink_cluster)
-    result = cluster.submit(flink_cluster, [QUICKSTART, "--replicas", "2", "--batches", "6000", "--outdir",
-                                            str(tmp_path / "out")], detached=True, timeout=300)
+    # Paced so that it runs ~30 s and ends by itself: cancelling a running PyFlink job sometimes
+    # kills the TaskManagers on Flink 2.3 ("Reference count must not be negative" in Beam's
+    # DefaultJobBundleFactory while the cancelled task closes its Python operators).
+    result = cluster.submit(flink_cluster, [QUICKSTART, "--replicas", "2", "--batches", "600", "--rate", "20",
+                                            "--outdir", str(tmp_path / "out")], detached=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     job_id = _job_id(result.stdout)
     seen = {}
@@ -96,8 +99,7 @@ def test_replica_metrics_are_flink_metrics_in_the_rest_api(flink_cluster, tmp_pa
     assert seen.get("model_version", {}).get("max", 0) > 0, seen
     assert 0 < seen["loss_x1e6"]["max"] < 10 * 1e6, seen
     assert {"staleness", "batches_per_s_x1000"} <= set(seen)
-    cluster.cancel(url, job_id)  # the first test already shows that jobs end by themselves
-    assert _wait_finished(url, job_id) == "CANCELED"
+    assert _wait_finished(url, job_id) == "FINISHED"
 
 
 def test_both_use_case_jobs_with_flink_run_on_two_taskmanagers(flink_cluster, tmp_path):

@@ -8,7 +8,7 @@ pytest.importorskip("pyflink")
 from pyflink_tensair import TrainConfig  # noqa: E402
 from pyflink_tensair.testing import max_weight_diff  # noqa: E402
 
-from flink_harness import garbage_after_three, run_training, sequential_reference, single_records  # noqa: E402
+from flink_harness import done_marker_after_three, garbage_after_three, run_training, sequential_reference, single_records  # noqa: E402
 
 pytestmark = pytest.mark.flink
 
@@ -61,6 +61,13 @@ def test_bad_batch_bytes_fail_the_job_with_a_clear_error(tmp_path):
         run_training(tmp_path, 6, TrainConfig(replicas=1, name="garbage"), maker=garbage_after_three)
     text = str(err.value)
     assert "WireFormatError" in text and "not a pyflink_tensair record" in text, text[-3000:]
+
+
+def test_a_message_in_the_batch_stream_fails_the_job_where_batches_are_routed(tmp_path):
+    with pytest.raises(Exception) as err:
+        run_training(tmp_path, 6, TrainConfig(replicas=2, name="misrouted"), maker=done_marker_after_three)
+    text = str(err.value)
+    assert "the batch stream carried a pyflink_tensair record of kind 3, not a mini-batch" in text, text[-3000:]
 
 
 def test_to_batches_groups_single_records_into_mini_batches(tmp_path):

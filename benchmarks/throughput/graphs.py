@@ -6,9 +6,9 @@ replicas: the baselines differ in their training pattern only.
 
 ``flinkml``::
 
-    batches ─► route ─► key_by ─┐
-                                ├─► workers (N) ─► metrics
-    feedback source (1) ─► fan-out to all ─► key_by ─┘   └─ gradients (side output) ─► updater (1)
+    batches ─► route (JVM) ─► key_by (JVM) ─┐
+                                            ├─► workers (N) ─► metrics
+    feedback source (1) ─► to all (JVM) ─► key_by (JVM) ─┘   └─ gradients (side output) ─► updater (1)
           ▲ in-JVM queue                                                              │
           └────────────────────── feedback sink (1) ◄── model versions ◄─────────────┘
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from pyflink.common import Row, Types
+from pyflink.common import Types
 from pyflink.datastream import (DataStream, KeyedCoProcessFunction, MapFunction, ProcessFunction,
                                 RuntimeContext)
 
@@ -28,9 +28,9 @@ from pyflink_tensair.core.events import Metrics
 from pyflink_tensair.core.messages import DoneMessage, GradientMessage
 from pyflink_tensair.flink import types
 from pyflink_tensair.flink.environment import add_channel_jar, prepare_environment
-from pyflink_tensair.flink.functions import END_OF_TIME, RouteBatches
+from pyflink_tensair.flink import routing
+from pyflink_tensair.flink.functions import END_OF_TIME
 from pyflink_tensair.flink.routing import DEFAULT_MAX_PARALLELISM, pinned_keys
-from pyflink_tensair.flink.sources import number_sequence
 
 from .flinkml_protocol import GradientUpdate, ModelUpdate, Updater, UpdaterDone, Worker, WorkerDone
 
@@ -66,12 +66,12 @@ class _WorkerFunction(KeyedCoProcessFunction):
         if not self._timer:
             ctx.timer_service().register_event_time_timer(END_OF_TIME)
             self._timer = True
-        if wire.peek_kind(value[1]) == wire.KIND_START:
+        if wire.peek_kind(value) == wire.KIND_START:
             return
-        yield from self._emit(self._worker.on_batch(wire.decode_batch(value[1])))
+        yield from self._emit(self._worker.on_batch(wire.decode_batch(value)))
 
     def process_element2(self, value, ctx):
-        message = wire.decode_message(value[1])
+        message = wire.decode_message(value)
         if isinstance(message, GradientMessage):
             yield from self._emit(self._worker.on_model(ModelUpdate(message.step, message.gradients)))
 
@@ -100,15 +100,6 @@ class _UpdaterFunction(ProcessFunction):
                 yield wire.encode_message(DoneMessage(0, event.version))
 
 
-class _ToAllWorkers(ProcessFunction):
-    def __init__(self, keys):
-        self._keys = keys
-
-    def process_element(self, value, ctx):
-        for key in self._keys:
-            yield Row(key, value)
-
-
 def flinkml(batches, *, model, config: TrainConfig) -> DataStream:
     """The Flink ML pattern on ``batches``; returns the workers' metrics (JSON strings)."""
     from pyflink.common import WatermarkStrategy
@@ -123,15 +114,15 @@ def flinkml(batches, *, model, config: TrainConfig) -> DataStream:
     keys = pinned_keys(n)
     loop_id = f"{name}-{uuid.uuid4().hex}"
     feedback = get_gateway().jvm.pyflinktensair.feedback
-    numbers = number_sequence(env, 0, n - 1, name=f"{name}: worker numbers", uid=f"{name}-start-numbers")
-    start = numbers.map(wire.encode_start, output_type=types.bytes_type()).name(f"{name}: start markers").set_parallelism(1)
-    routed = batches.union(start).process(RouteBatches(keys), output_type=types.keyed_bytes_type()).name(f"{name}: route")
+    # Routed and keyed on the JVM exactly as our replicas' inputs are (pyflink_tensair.flink.routing).
+    start = routing.start_markers(env, keys, name=f"{name}: start markers", uid=f"{name}-start")
+    routed = routing.round_robin(batches, keys).name(f"{name}: route")
     source = env.from_source(Source(feedback.FeedbackSource(loop_id)),
                              WatermarkStrategy(feedback.FeedbackSource.watermarkStrategy()),
                              f"{name}: model source", type_info=types.bytes_type()).set_parallelism(1)
-    fanned = source.process(_ToAllWorkers(keys), output_type=types.keyed_bytes_type()).name(f"{name}: to all workers").set_parallelism(1)
-    workers = (routed.key_by(lambda r: r[0], key_type=Types.INT())
-               .connect(fanned.key_by(lambda r: r[0], key_type=Types.INT()))
+    fanned = routing.to_peers(source, keys, include_sender=True).name(f"{name}: to all workers").set_parallelism(1)
+    workers = (routing.keyed_by_replica(routed.union(start))
+               .connect(routing.keyed_by_replica(fanned))
                .process(_WorkerFunction(model, config), output_type=Types.STRING())
                .name(f"{name}: workers").set_parallelism(n).set_max_parallelism(DEFAULT_MAX_PARALLELISM))
     tag = types.feedback_tag(name)

@@ -4,12 +4,14 @@ Nothing in this package imports pyflink (a test enforces it), so the protocol ru
 without a cluster.
 """
 
-from .events import Broadcast, FinalModel, Metrics, Prediction
-from .messages import Batch, DoneMessage, GradientMessage, SparseGradient
-from .model_api import StepResult, TrainableModel
-from .replica import Replica
-from .simulation import SimulationResult, simulate
+from .._lazy import lazy_exports
 
-__all__ = ["Batch", "Broadcast", "DoneMessage", "FinalModel", "GradientMessage", "Metrics",
-           "Prediction", "Replica", "SimulationResult", "SparseGradient", "StepResult",
-           "TrainableModel", "simulate"]
+# Loaded on first use: importing a package must not import its submodules (see pyflink_tensair._lazy).
+_NAMES = {
+    "Broadcast": ".events", "FinalModel": ".events", "Metrics": ".events", "Prediction": ".events",
+    "Batch": ".messages", "DoneMessage": ".messages", "GradientMessage": ".messages", "SparseGradient": ".messages",
+    "StepResult": ".model_api", "TrainableModel": ".model_api", "Replica": ".replica",
+    "SimulationResult": ".simulation", "simulate": ".simulation",
+}
+__getattr__ = lazy_exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)

@@ -1,8 +1,7 @@
 """The PyFlink functions of the training graph. They translate callbacks; the replica decides.
 
-``RouteBatches`` deals mini-batches round-robin to the replicas' keys, ``ReplicaFunction`` hosts one
-:class:`~pyflink_tensair.core.replica.Replica` per subtask, ``FanOut`` copies each message that
-comes back through the feedback channel to every other replica.
+``ReplicaFunction`` hosts one :class:`~pyflink_tensair.core.replica.Replica` per subtask. Routing
+batches and fanning messages out to the replicas happen on the JVM (:mod:`.routing`).
 """
 
 from __future__ import annotations
@@ -11,8 +10,7 @@ import json
 import time
 from typing import Callable, List, Optional
 
-from pyflink.common import Row
-from pyflink.datastream import KeyedCoProcessFunction, ProcessFunction, RuntimeContext
+from pyflink.datastream import KeyedCoProcessFunction, RuntimeContext
 
 from ..config import TrainConfig
 from ..core import wire
@@ -23,42 +21,9 @@ from . import types
 END_OF_TIME = 2 ** 63 - 1  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
 
 
-class RouteBatches(ProcessFunction):
-    """Gives each encoded batch the key of the next replica; start markers go to their replica."""
-
-    def __init__(self, keys: List[int]):
-        self._keys = keys
-        self._next = 0
-
-    def open(self, runtime_context: RuntimeContext):
-        self._next = runtime_context.get_index_of_this_subtask() % len(self._keys)
-
-    def process_element(self, value, ctx):
-        kind, meta = wire.read_header(value)
-        if kind == wire.KIND_START:
-            yield Row(self._keys[meta["replica"]], value)
-        elif kind == wire.KIND_BATCH:
-            yield Row(self._keys[self._next], value)
-            self._next = (self._next + 1) % len(self._keys)
-        else:
-            raise wire.WireFormatError(f"the batch stream carried a record of kind {kind}, not a mini-batch")
-
-
-class FanOut(ProcessFunction):
-    """Copies a replica's message to every other replica's key."""
-
-    def __init__(self, keys: List[int]):
-        self._keys = keys
-
-    def process_element(self, value, ctx):
-        sender = wire.read_header(value)[1]["sender"]
-        for replica, key in enumerate(self._keys):
-            if replica != sender:
-                yield Row(key, value)
-
-
 class ReplicaFunction(KeyedCoProcessFunction):
-    """Input 1: ``Row(key, batch or start marker)``; input 2: ``Row(key, peer message)``.
+    """Input 1: an encoded batch or start marker; input 2: a peer's encoded message; both keyed by
+    the replica's pinned key (checked).
 
     Main output: prediction rows. Side outputs: metrics (JSON), feedback (encoded messages for
     the channel), models (each replica's final weights), probes (JSON; replica 0 runs ``probe``
@@ -106,7 +71,9 @@ class ReplicaFunction(KeyedCoProcessFunction):
         gauge("batches_per_s_x1000", lambda m: m.batches_per_s, 1e3)
         gauge("held_batches", lambda m: m.held_batches)
 
-    def _check_key(self, key, ctx) -> None:
+    def _check_key(self, ctx) -> None:
+        key = ctx.get_current_key()
+        key = key[0] if isinstance(key, (tuple, list)) else key  # Row(key) on the JVM
         if key != self._keys[self._replica.id]:
             raise RuntimeError(
                 f"subtask {self._replica.id} received key {key}, expected {self._keys[self._replica.id]}: "
@@ -116,8 +83,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
             self._timer_registered = True
 
     def process_element1(self, value, ctx):
-        self._check_key(value[0], ctx)
-        payload = value[1]
+        self._check_key(ctx)
+        payload = value
         if wire.peek_kind(payload) == wire.KIND_START:
             return
         yield from self._emit(self._replica.on_batch(wire.decode_batch(payload)))
@@ -126,8 +93,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
             self._next_probe = time.time() + self._probe_every_s
 
     def process_element2(self, value, ctx):
-        self._check_key(value[0], ctx)
-        yield from self._emit(self._replica.on_gradient(wire.decode_message(value[1])))
+        self._check_key(ctx)
+        yield from self._emit(self._replica.on_gradient(wire.decode_message(value)))
 
     def on_timer(self, timestamp, ctx):
         if timestamp == END_OF_TIME and not self._replica.input_ended:

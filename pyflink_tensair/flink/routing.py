@@ -6,6 +6,7 @@ found by asking Flink's own key-group assignment, once, when the job graph is bu
 
 from __future__ import annotations
 
+import functools
 from typing import List
 
 DEFAULT_MAX_PARALLELISM = 128
@@ -41,3 +42,73 @@ def pinned_keys(parallelism: int, max_parallelism: int = DEFAULT_MAX_PARALLELISM
             found += 1
         candidate += 1
     return keys
+
+
+def keyed_by_replica(stream):
+    """A PyFlink ``KeyedStream`` of a stream of ``Row(key, payload)`` rows, keyed by ``key`` on the
+    JVM with no Python function: what ``key_by`` would give, without its Python key extractor."""
+    from pyflink.common import Types
+    from pyflink.datastream import KeyedStream
+    from pyflink.java_gateway import get_gateway
+
+    from . import types
+
+    j_keyed = stream._j_data_stream.keyBy(get_gateway().jvm.org.apache.flink.streaming.api.functions.python.KeyByKeySelector(),
+                                          Types.ROW([Types.INT()]).get_java_type_info())
+    return KeyedStream(j_keyed, types.bytes_type(), stream)
+
+
+def _java_keys(keys: List[int]):
+    from pyflink.java_gateway import get_gateway
+
+    gateway = get_gateway()
+    array = gateway.new_array(gateway.jvm.int, len(keys))
+    for i, key in enumerate(keys):
+        array[i] = key
+    return array
+
+
+def round_robin(batches, keys: List[int]):
+    """``Row(keys[i % N], batch i)`` for a stream of encoded batches, dealt on the JVM (subtask
+    ``s`` of the stream starts at replica ``s``). Records of another pyflink_tensair kind fail the
+    job; the feedback-channel jar must be in the job (:func:`~.environment.add_channel_jar`)."""
+    from pyflink.datastream import DataStream
+    from pyflink.java_gateway import get_gateway
+
+    from . import types
+
+    dealer = get_gateway().jvm.pyflinktensair.feedback.Keying.RoundRobin(_java_keys(keys))
+    return DataStream(batches._j_data_stream.map(dealer, types.keyed_bytes_type().get_java_type_info()))
+
+
+def to_peers(messages, keys: List[int], *, include_sender: bool = False):
+    """``Row(keys[r], message)`` for every replica ``r`` but the sender, on the JVM: each subtask
+    ``s`` of ``messages`` must carry only replica ``s``'s messages (the feedback source does).
+    ``include_sender=True``: to every replica (a sender that is no replica, like an updater)."""
+    from pyflink.datastream import DataStream
+    from pyflink.java_gateway import get_gateway
+
+    from . import types
+
+    keying = get_gateway().jvm.pyflinktensair.feedback.Keying
+    fan_out = (keying.ToAll if include_sender else keying.ToPeers)(_java_keys(keys))
+    return DataStream(messages._j_data_stream.flatMap(fan_out, types.keyed_bytes_type().get_java_type_info()))
+
+
+def _start_marker(replica: int, keys: List[int]):
+    from pyflink.common import Row
+
+    from ..core import wire
+
+    return Row(keys[int(replica)], wire.encode_start(int(replica)))
+
+
+def start_markers(env, keys: List[int], *, name: str, uid: str):
+    """One ``Row(keys[r], start marker r)`` per replica (parallelism 1), so that every replica
+    sets its end-of-input timer even if no batch ever reaches it."""
+    from .sources import number_sequence
+    from . import types
+
+    numbers = number_sequence(env, 0, len(keys) - 1, name=f"{name} numbers", uid=f"{uid}-numbers")
+    return (numbers.map(functools.partial(_start_marker, keys=list(keys)), output_type=types.keyed_bytes_type())
+            .name(name).uid(uid).set_parallelism(1))

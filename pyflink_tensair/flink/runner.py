@@ -1,6 +1,6 @@
 """What every job in ``jobs/`` shares: its flags, progress lines while it runs, the summary after.
 
-A job builds its batches stream, calls :func:`~pyflink_tensair.flink.train.train`, then hands the
+A job builds its batches stream, calls :func:`~pyflink_tensair.flink.training.train`, then hands the
 output to :func:`run_job`, which writes metrics and final models under ``--outdir``, starts the job,
 prints a progress line every few seconds from those files, and writes the ``--summary`` JSON.
 """
@@ -271,7 +271,7 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
     """Attaches the result writers, runs the job with progress lines, returns (and writes) the summary.
 
     Args:
-        output: what :func:`~pyflink_tensair.flink.train.train` returned.
+        output: what :func:`~pyflink_tensair.flink.training.train` returned.
         args: the parsed flags of :func:`add_job_arguments`.
         model_spec: the model ``train`` got; needed for ``--save`` and ``holdout``.
         holdout: optional list of batches each final model is scored on.

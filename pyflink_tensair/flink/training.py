@@ -2,16 +2,17 @@
 
 Operator graph (``N`` = ``config.replicas``; every operator named ``<name>: ...`` with a uid)::
 
-    batches ─┐
-    start ───┴─► route (round-robin key) ─► key_by ─┐
-                                                    ├─► replicas (N) ─► predictions (main output)
-    feedback source (N) ─► fan-out ─► key_by ───────┘      ├─► metrics (side output, JSON)
-          ▲ in-JVM queue, subtask i ◄─ subtask i           ├─► models (side output, final weights)
-          └──────────── feedback sink (N) ◄────────────────┘   ├─► probes (side output, JSON)
-                                                                   feedback (side output)
+    batches ─► route (round-robin key, JVM) ─┐
+    start markers (keyed) ───────────────────┴─► key_by (JVM) ─┐
+                                                               ├─► replicas (N) ─► predictions (main output)
+    feedback source (N) ─► fan-out (JVM) ─► key_by (JVM) ──────┘      ├─► metrics (side output, JSON)
+          ▲ in-JVM queue, subtask i ◄─ subtask i                      ├─► models (side output, final weights)
+          └──────────── feedback sink (N) ◄───────────────────────────┘   ├─► probes (side output, JSON)
+                                                                              feedback (side output)
 
-The feedback sink and source are Java (``pyflink_tensair/feedback/java``); sink ``i`` and source
-``i`` share a co-location group, so they always share a JVM. The source ends after relaying its
+The feedback sink and source, the router and the fan-out are Java (``pyflink_tensair/feedback/java``):
+a batch meets Python first in its replica, a gradient only in the replicas it is for. Sink ``i``
+and source ``i`` share a co-location group, so they always share a JVM. The source ends after relaying its
 replica's done marker, so the job ends by itself when the batches end.
 """
 
@@ -23,12 +24,11 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..config import TrainConfig
-from ..core import wire
 from ..errors import ConfigError
 from . import types
 from .environment import add_channel_jar, prepare_environment
-from .functions import FanOut, ReplicaFunction, RouteBatches
-from .sources import number_sequence
+from . import routing
+from .functions import ReplicaFunction
 from .routing import DEFAULT_MAX_PARALLELISM, pinned_keys
 
 
@@ -56,14 +56,6 @@ class TrainOutput:
 
 def _named(stream, config: TrainConfig, what: str, description: str):
     return stream.name(f"{config.name}: {description}").uid(f"{config.name}-{what}")
-
-
-def _key_by_first_field(stream, config: TrainConfig, what: str):
-    keyed = stream.key_by(lambda row: row[0], key_type=types.Types.INT())
-    # name and uid the key-extracting operator PyFlink's key_by inserts
-    add_key = keyed._j_data_stream.getTransformation().getInputs()[0]
-    add_key.setUid(f"{config.name}-{what}-key")
-    return keyed
 
 
 def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: bool = True,
@@ -130,14 +122,10 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
     jvm = get_gateway().jvm
     feedback = jvm.pyflinktensair.feedback
 
-    # One start marker per replica, so every replica sets its end-of-input timer even if no batch
-    # ever reaches it. (from_collection cannot carry byte arrays in PyFlink 2.3.)
-    numbers = number_sequence(env, 0, n - 1, name=f"{config.name}: replica numbers", uid=f"{config.name}-start-numbers")
-    start = _named(numbers.map(wire.encode_start, output_type=types.bytes_type()), config, "start",
-                   "start markers").set_parallelism(1)
-    routed = _named(batches.union(start).process(RouteBatches(keys), output_type=types.keyed_bytes_type()),
-                    config, "route", "route batches to replicas")
+    start = routing.start_markers(env, keys, name=f"{config.name}: start markers", uid=f"{config.name}-start")
+    # Batches are dealt and keyed on the JVM: no Python worker touches them before their replica.
     # As parallel as the batches: from a single-subtask input, batch i goes to replica i % N.
+    routed = _named(routing.round_robin(batches, keys), config, "route", "route batches to replicas")
     input_parallelism = batches._j_data_stream.getTransformation().getParallelism()
     if input_parallelism > 0:
         routed = routed.set_parallelism(input_parallelism)
@@ -145,11 +133,10 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
                              WatermarkStrategy(feedback.FeedbackSource.watermarkStrategy()),
                              f"{config.name}: feedback source", type_info=types.bytes_type())
     source = source.uid(f"{config.name}-feedback-source").set_parallelism(n)
-    fanned = _named(source.process(FanOut(keys), output_type=types.keyed_bytes_type()), config, "fan-out",
-                    "fan out gradients").set_parallelism(n)
+    fanned = _named(routing.to_peers(source, keys), config, "fan-out", "fan out gradients").set_parallelism(n)
 
-    replicas = (_key_by_first_field(routed, config, "batches")
-                .connect(_key_by_first_field(fanned, config, "gradients"))
+    replicas = (routing.keyed_by_replica(routed.union(start))
+                .connect(routing.keyed_by_replica(fanned))
                 .process(ReplicaFunction(model, config, keys, probe, probe_every_s), output_type=types.prediction_type()))
     replicas = _named(replicas, config, "replicas", "replicas").set_parallelism(n).set_max_parallelism(DEFAULT_MAX_PARALLELISM)
 

@@ -1,0 +1,109 @@
+package pyflinktensair.feedback;
+
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.functions.RichFlatMapFunction;
+import org.apache.flink.api.common.functions.RichMapFunction;
+import org.apache.flink.types.Row;
+import org.apache.flink.util.Collector;
+
+/**
+ * Gives records the key of the replica they are for, on the JVM: {@code Row(key, record)}, the
+ * shape PyFlink's {@code key_by} produces, so a Python keyed function reads them unchanged.
+ *
+ * <p>Doing this in Java spares every mini-batch and every gradient a round trip through a Python
+ * worker (two copies of megabytes each) and keeps the loop's fan-out off the replicas' Python
+ * workers, where it waited behind training steps.
+ */
+public final class Keying {
+
+    static final int KIND_OFFSET = FeedbackSource.KIND_OFFSET;
+    static final byte KIND_BATCH = 1;
+    static final byte[] MAGIC = {'T', 'S', 'N', 'R'};
+
+    private Keying() {}
+
+    /** Deals mini-batches round-robin to {@code keys}; subtask s starts at replica s. */
+    public static final class RoundRobin extends RichMapFunction<byte[], Row> {
+        private static final long serialVersionUID = 1L;
+        private final int[] keys;
+        private int next;
+
+        public RoundRobin(int[] keys) {
+            this.keys = keys.clone();
+        }
+
+        @Override
+        public void open(OpenContext context) {
+            next = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() % keys.length;
+        }
+
+        @Override
+        public Row map(byte[] record) {
+            if (isTensairRecord(record) && record[KIND_OFFSET] != KIND_BATCH) {
+                throw new IllegalArgumentException("the batch stream carried a pyflink_tensair record of kind "
+                        + record[KIND_OFFSET] + ", not a mini-batch (kind " + KIND_BATCH + ")");
+            }
+            // Anything else goes on: the replica decodes it and fails with a WireFormatError.
+            Row row = Row.of(keys[next], record);
+            next = (next + 1) % keys.length;
+            return row;
+        }
+    }
+
+    /**
+     * Copies each message of feedback source subtask s to every replica but s. Chained to the
+     * source: sink s, hence source s, carries only replica s's messages.
+     */
+    public static final class ToPeers extends RichFlatMapFunction<byte[], Row> {
+        private static final long serialVersionUID = 1L;
+        private final int[] keys;
+        private int sender;
+
+        public ToPeers(int[] keys) {
+            this.keys = keys.clone();
+        }
+
+        @Override
+        public void open(OpenContext context) {
+            sender = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+        }
+
+        @Override
+        public void flatMap(byte[] record, Collector<Row> out) {
+            for (int replica = 0; replica < keys.length; replica++) {
+                if (replica != sender) {
+                    out.collect(Row.of(keys[replica], record));
+                }
+            }
+        }
+    }
+
+    /** Copies each record to every replica (a parameter server's broadcast). */
+    public static final class ToAll extends RichFlatMapFunction<byte[], Row> {
+        private static final long serialVersionUID = 1L;
+        private final int[] keys;
+
+        public ToAll(int[] keys) {
+            this.keys = keys.clone();
+        }
+
+        @Override
+        public void flatMap(byte[] record, Collector<Row> out) {
+            for (int key : keys) {
+                out.collect(Row.of(key, record));
+            }
+        }
+    }
+
+    static boolean isTensairRecord(byte[] record) {
+        if (record.length <= KIND_OFFSET) {
+            return false;
+        }
+        for (int i = 0; i < MAGIC.length; i++) {
+            if (record[i] != MAGIC[i]) {
+                return false;
+            }
+        }
+        return true;
+    }
+}
