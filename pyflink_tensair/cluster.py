@@ -23,6 +23,8 @@ import time
 import urllib.request
 from typing import Dict, List
 
+from .config import LatencySettings
+
 DEFAULT_DIR = ".flink"
 LOCALHOST = "127.0.0.1"
 
@@ -61,10 +63,12 @@ def write_config(folder: str, *, taskmanagers: int, slots: int, rest_port: int, 
         "taskmanager.numberOfTaskSlots": slots,
         # Sized for the models' messages, not Flink's defaults: the Beam gRPC channel to the Python
         # workers buffers records in direct (task off-heap) memory; with word2vec's 6.6 MB gradients
-        # a 2 GB TaskManager ran out of it and the job hung with every process idle.
-        "taskmanager.memory.task.heap.size": "1024m",
+        # a 2 GB TaskManager ran out of it and the job hung with every process idle. The heap holds
+        # the loop's queued messages and each replica's final model (120 MB for word2vec).
+        "taskmanager.memory.task.heap.size": "2048m",
         "taskmanager.memory.task.off-heap.size": "1024m",
         "taskmanager.memory.managed.size": "1024m",
+        "taskmanager.memory.segment-size": f"{LatencySettings().network_buffer_kb}kb",  # see LatencySettings
         "taskmanager.rpc.port": f"{rpc_port + 10}-{rpc_port + 30}",
         "taskmanager.data.port": 0,
         "taskmanager.load-balance.mode": "slots",

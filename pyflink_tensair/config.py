@@ -62,6 +62,13 @@ class LatencySettings:
         bundle_size: ``python.fn-execution.bundle.size``, records per Python bundle.
         bundle_time_ms: ``python.fn-execution.bundle.time``, longest wait before a bundle is flushed.
         buffer_timeout_ms: ``execution.buffer-timeout.interval``, longest wait of a network buffer.
+        network_buffer_kb: ``taskmanager.memory.segment-size``, the size of one network buffer.
+            Flink's 32 KB splits a 6.6 MB gradient into ~200 buffers, of which a receiver holds
+            about 10 until its task thread, busy training, reads them: the gradient then crawls
+            and the replicas train on ever staler models. 1 MB lets a whole message in at once.
+            A TaskManager setting: applied to a local mini-cluster (with 256 MB of network memory
+            unless set); on a standalone cluster it belongs in its ``config.yaml``
+            (``python -m pyflink_tensair.cluster`` writes it there).
 
     Example::
 
@@ -72,17 +79,20 @@ class LatencySettings:
     bundle_size: int = 1
     bundle_time_ms: int = 10
     buffer_timeout_ms: int = 1
+    network_buffer_kb: int = 1024
 
     def __post_init__(self):
         _require_int("bundle_size", self.bundle_size, 1)
         _require_int("bundle_time_ms", self.bundle_time_ms, 1)
         _require_int("buffer_timeout_ms", self.buffer_timeout_ms, 0)
+        _require_int("network_buffer_kb", self.network_buffer_kb, 4)
 
     def as_flink_options(self) -> dict:
         return {
             "python.fn-execution.bundle.size": str(self.bundle_size),
             "python.fn-execution.bundle.time": str(self.bundle_time_ms),
             "execution.buffer-timeout.interval": f"{self.buffer_timeout_ms} ms",
+            "taskmanager.memory.segment-size": f"{self.network_buffer_kb}kb",
         }
 
 

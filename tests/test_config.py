@@ -36,8 +36,10 @@ def test_enums_accept_their_values():
 
 
 def test_latency_settings_map_to_flink_options():
-    options = LatencySettings(bundle_size=10, bundle_time_ms=5, buffer_timeout_ms=0).as_flink_options()
+    options = LatencySettings(bundle_size=10, bundle_time_ms=5, buffer_timeout_ms=0, network_buffer_kb=64).as_flink_options()
     assert options == {"python.fn-execution.bundle.size": "10", "python.fn-execution.bundle.time": "5",
-                       "execution.buffer-timeout.interval": "0 ms"}
+                       "execution.buffer-timeout.interval": "0 ms", "taskmanager.memory.segment-size": "64kb"}
+    with pytest.raises(ConfigError, match="network_buffer_kb must be an int >= 4. Received: network_buffer_kb=1"):
+        LatencySettings(network_buffer_kb=1)
     with pytest.raises(ConfigError, match="bundle_time_ms must be an int >= 1. Received: bundle_time_ms=0"):
         LatencySettings(bundle_time_ms=0)

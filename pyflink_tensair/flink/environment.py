@@ -9,6 +9,7 @@ from ..config import TrainConfig, WorkerMode
 from ..errors import ConfigError
 
 _WORKER_MODE_VARIABLE = "_python_worker_execution_mode"  # read by PyFlink when an environment is created
+_LOCAL_NETWORK_MEMORY = "256mb"  # room for 1 MB network buffers (Flink's local default is 64 MB)
 _LOOPBACK_ADDRESS = "python.loopback-server.address"  # set by PyFlink when it chose loopback
 
 
@@ -37,9 +38,16 @@ def prepare_environment(env, config: TrainConfig) -> None:
         if not conf.contains_key(key):
             conf.set_string(key, sys.executable)
     if config.latency is not None:
+        local = is_local(env)
         for key, value in config.latency.as_flink_options().items():
             if key.startswith("python."):
                 conf.set_string(key, value)
+            elif key.startswith("taskmanager.") and local and not conf.contains_key(key):
+                conf.set_string(key, value)  # a local mini-cluster is started from the job's settings
+        if local:
+            for key in ("taskmanager.memory.network.min", "taskmanager.memory.network.max"):
+                if not conf.contains_key(key):
+                    conf.set_string(key, _LOCAL_NETWORK_MEMORY)
         env.set_buffer_timeout(config.latency.buffer_timeout_ms)
     # A local mini-cluster runs Python functions inside the client ("loopback") unless told
     # otherwise; a cluster always uses worker processes. PyFlink decides when an environment is
