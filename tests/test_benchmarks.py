@@ -99,6 +99,9 @@ def test_report_states_ratios_to_flinkml_and_to_the_limit(tmp_path):
     records = [_record("limit", "dense", 1, 20.0), _record("limit", "dense", 2, 40.0),
                _record("dasgd", "dense", 1, 8.0, loss_vs_time=[[0, 2.3], [5, 1.9]]), _record("dasgd", "dense", 2, 12.0),
                _record("flinkml", "dense", 1, 4.0), _record("flinkml", "dense", 2, 3.0),
+               {**_record("dasgd", "dense", 4, 16.0), "probes": [{"rate": 32.0, "sustainable": False},
+                                                                 {"rate": 16.0, "sustainable": True, "model_busy_fraction": 0.61}]},
+               _record("flinkml", "dense", 4, 2.0),
                {**_record("sync", "dense", 2, None), "probes": [], "error": "RuntimeError: boom"}]
     results.write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / "docs" / "benchmarks.md"
@@ -108,6 +111,8 @@ def test_report_states_ratios_to_flinkml_and_to_the_limit(tmp_path):
     assert "dasgd / flinkml = 2.00 at 1 replica, 4.00 at 2" in text
     assert "dasgd 2 replicas / 1 replica = 1.50" in text and "dasgd 1 replica / limit 1 core = 0.40" in text
     assert "| dasgd | 2 | local | 12 | 4.00 | 0.30 |" in text
+    assert "at 4 replicas dasgd / flinkml = 8.00, dasgd 4 / 1 = 2.00" in text
+    assert "| dasgd | 4 | local | 16 | 8.00 | n/a | 32: no, 16: ok | 0.61 |" in text
     assert "FAILED: RuntimeError: boom" in text
     assert (tmp_path / "docs" / "img" / "benchmark_dense.png").stat().st_size > 1000
 

@@ -43,8 +43,11 @@ def ratios(records) -> List[str]:
             l1 = _rate(records, workload, "limit", 1, "local")
             if d1 is None and d2 is None:
                 continue
+            d4, f4 = _rate(records, workload, "dasgd", 4, mode), _rate(records, workload, "flinkml", 4, mode)
+            wide = f"; at 4 replicas dasgd / flinkml = {_ratio(d4, f4)}, dasgd 4 / 1 = {_ratio(d4, d1)}" if d4 or f4 else ""
             lines.append(f"- **{workload}, {mode}**: dasgd / flinkml = {_ratio(d1, f1)} at 1 replica, {_ratio(d2, f2)} at 2; "
-                         f"dasgd 2 replicas / 1 replica = {_ratio(d2, d1)}; dasgd 1 replica / limit 1 core = {_ratio(d1, l1)}")
+                         f"dasgd 2 replicas / 1 replica = {_ratio(d2, d1)}; dasgd 1 replica / limit 1 core = {_ratio(d1, l1)}"
+                         + wide)
     return lines
 
 
@@ -102,15 +105,16 @@ def write_report(results: str, out: str, command: Optional[str] = None) -> None:
              "i / rate) at which the delay between a batch's due time and the end of its training stops growing "
              "(slope under 0.05 s/s after a 30% warm-up, last delays under 2 s, every batch trained); found by "
              "doubling then bisection. `limit`: the same compiled step in a plain Python loop, one core's rate "
-             "times the cores used (min(replicas, cores)).", "", "## Ratios", ""] + ratios(records)
+             "times the cores used (min(replicas, cores)). Model busy: the share of wall time each replica (worker) "
+             "spent inside its model at the sustainable rate, mean over replicas.", "", "## Ratios", ""] + ratios(records)
     for workload in ("dense", "sparse"):
         rows = sorted((k for k in records if k[0] == workload),
                       key=lambda k: (k[3], k[2], ORDER.index(k[1]) if k[1] in ORDER else 99))
         if not rows:
             continue
         lines += ["", f"## {workload}", "", records[rows[0]].get("description", ""),
-                  "| system | replicas | mode | sustainable batches/s | / flinkml | / limit | probes (rate: verdict) | peak memory MiB (jvm / worker / client) | gradient MB/s |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| system | replicas | mode | sustainable batches/s | / flinkml | / limit | probes (rate: verdict) | model busy | peak memory MiB (jvm / worker / client) | gradient MB/s |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for key in rows:
             r = records[key]
             _, system, replicas, mode = key
@@ -120,8 +124,9 @@ def write_report(results: str, out: str, command: Optional[str] = None) -> None:
                 probes = "FAILED: " + " ".join(r["error"].split())[:160].replace("|", "/")
             mem = r.get("peak_memory_mb", {})
             gbs = r.get("gradient_bytes_per_s")
+            busy = next((p.get("model_busy_fraction") for p in r.get("probes", []) if p["rate"] == rate), None)
             lines.append(f"| {system} | {replicas} | {mode} | {_fmt(rate)} | {_ratio(rate, _rate(records, workload, 'flinkml', replicas, mode))} "
-                         f"| {_ratio(rate, _rate(records, workload, 'limit', replicas, mode))} | {probes} | "
+                         f"| {_ratio(rate, _rate(records, workload, 'limit', replicas, mode))} | {probes} | {_fmt(busy)} | "
                          f"{mem.get('jvm', '-')} / {mem.get('python_worker', '-')} / {mem.get('python_client', '-')} | "
                          f"{_fmt(gbs / 1e6) if gbs else '-'} |")
     folder = os.path.join(os.path.dirname(os.path.abspath(out)), "img")
