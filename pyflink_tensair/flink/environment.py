@@ -34,11 +34,11 @@ def prepare_environment(env, config: TrainConfig) -> None:
             "python.execution-mode must be 'process' for jobs that hold Keras models (TensorFlow "
             "deadlocks in thread mode). Received: python.execution-mode='thread'")
     conf.set_string("python.execution-mode", "process")
+    local = is_local(env)
     for key in ("python.executable", "python.client.executable"):
         if not conf.contains_key(key):
             conf.set_string(key, sys.executable)
     if config.latency is not None:
-        local = is_local(env)
         for key, value in config.latency.as_flink_options().items():
             if key.startswith("python."):
                 conf.set_string(key, value)
@@ -56,7 +56,7 @@ def prepare_environment(env, config: TrainConfig) -> None:
     # still runs as a thread of the client, all of them sharing its GIL.
     if config.workers is WorkerMode.PROCESS:
         conf.remove_config(_LOOPBACK_ADDRESS)
-    elif is_local(env) and not conf.contains_key(_LOOPBACK_ADDRESS):
+    elif local and not conf.contains_key(_LOOPBACK_ADDRESS):
         os.environ[_WORKER_MODE_VARIABLE] = "loopback"
         env._open()  # starts PyFlink's loopback server and records its address
 

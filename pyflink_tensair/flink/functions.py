@@ -84,10 +84,9 @@ class ReplicaFunction(KeyedCoProcessFunction):
 
     def process_element1(self, value, ctx):
         self._check_key(ctx)
-        payload = value
-        if wire.peek_kind(payload) == wire.KIND_START:
+        if wire.peek_kind(value) == wire.KIND_START:
             return
-        yield from self._emit(self._replica.on_batch(wire.decode_batch(payload)))
+        yield from self._emit(self._replica.on_batch(wire.decode_batch(value)))
         if self._probe is not None and self._replica.id == 0 and time.time() >= self._next_probe:
             yield self._run_probe("progress")
             self._next_probe = time.time() + self._probe_every_s

@@ -25,9 +25,8 @@ from typing import Callable, Optional
 
 from ..config import TrainConfig
 from ..errors import ConfigError
-from . import types
+from . import routing, types
 from .environment import add_channel_jar, prepare_environment
-from . import routing
 from .functions import ReplicaFunction
 from .routing import DEFAULT_MAX_PARALLELISM, pinned_keys
 
