@@ -22,13 +22,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def run_quickstart(staleness: str, args, folder: str) -> dict:
     summary = os.path.join(folder, f"summary-{staleness}.json")
     command = [sys.executable, os.path.join(ROOT, "jobs", "quickstart.py"), "--replicas", str(args.replicas),
-               "--staleness", staleness, "--batches", str(args.batches), "--seed", str(args.seed),
+               "--staleness-bound", staleness, "--batches", str(args.batches), "--seed", str(args.seed),
                "--summary", summary, "--outdir", os.path.join(folder, f"run-{staleness}")]
     from pyflink_tensair.cluster import client_environment
 
     result = subprocess.run(command, capture_output=True, text=True, env=client_environment())
     if result.returncode != 0:
-        raise RuntimeError(f"quickstart --staleness {staleness} failed:\n{result.stderr[-3000:]}")
+        raise RuntimeError(f"quickstart --staleness-bound {staleness} failed:\n{result.stderr[-3000:]}")
     with open(summary) as f:
         return json.load(f)
 
@@ -38,15 +38,15 @@ def main(argv=None):
     parser.add_argument("--batches", type=int, default=1000)
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--bounds", nargs="+", default=["0", "none", "4"], help="staleness bounds; the first is the reference")
+    parser.add_argument("--staleness-bounds", nargs="+", default=["0", "none", "4"], help="the runs' staleness bounds; the first is the reference")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
     folder = tempfile.mkdtemp(prefix="tensair-convergence-")
-    runs = {bound: run_quickstart(bound, args, folder) for bound in args.bounds}
-    reference = runs[args.bounds[0]]
+    runs = {bound: run_quickstart(bound, args, folder) for bound in args.staleness_bounds}
+    reference = runs[args.staleness_bounds[0]]
     rows = []
     for bound, s in runs.items():
-        rows.append({"staleness": bound, "final_loss": round(s["final_loss"], 4), "holdout_loss": round(s["holdout_loss"], 4),
+        rows.append({"staleness_bound": bound, "final_loss": round(s["final_loss"], 4), "holdout_loss": round(s["holdout_loss"], 4),
                      "final_loss_over_reference": round(s["final_loss"] / reference["final_loss"], 3),
                      "holdout_loss_over_reference": round(s["holdout_loss"] / reference["holdout_loss"], 3),
                      "max_staleness": s["max_staleness"], "bound_overflows": s["bound_overflows"],

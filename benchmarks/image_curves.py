@@ -26,7 +26,7 @@ def run_job(replicas: str, staleness: str, extra, folder: str) -> dict:
     name = f"r{replicas}-s{staleness}"
     summary = os.path.join(folder, f"{name}.json")
     command = [sys.executable, os.path.join(ROOT, "jobs", "image_classification.py"), "--replicas", replicas,
-               "--staleness", staleness, "--summary", summary, "--outdir", os.path.join(folder, name), *extra]
+               "--staleness-bound", staleness, "--summary", summary, "--outdir", os.path.join(folder, name), *extra]
     result = subprocess.run(command, capture_output=True, text=True, env=client_environment())
     if result.returncode != 0:
         raise RuntimeError(f"image_classification {name} failed:\n{result.stderr[-3000:]}")

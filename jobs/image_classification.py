@@ -11,7 +11,7 @@ show the accuracy over the last ``--score-window`` batches, the summary the accu
 Model: the reference CIFAR-10 CNN (122,570 parameters, Adam) for 32x32x3 images, the same shape
 of CNN sized for 8x8 digits, or ``--model PATH`` to continue training a saved ``.keras`` model.
 
-    python jobs/image_classification.py --replicas 2 --staleness 0 --passes 5 --summary runs/digits.json
+    python jobs/image_classification.py --replicas 2 --staleness-bound 0 --passes 5 --summary runs/digits.json
     python jobs/image_classification.py --data cifar10:/data/cifar-10-batches-bin --batch-size 128 --save runs/cnn.keras
     flink run -py jobs/image_classification.py --data synthetic --batches 500 --rate 20
 """
@@ -23,12 +23,12 @@ import functools
 
 import numpy as np
 
-from pyflink_tensair import train
+from pyflink_tensair import batch_source, train
+from pyflink_tensair.cli import flags
+from pyflink_tensair.cli.run import main_guard, run_job
 from pyflink_tensair.core.prequential import segment_means
-from pyflink_tensair.datasets import ImageStream
-from pyflink_tensair.errors import ConfigError, ModelError
-from pyflink_tensair.flink import runner
-from pyflink_tensair.flink.sources import batch_source
+from pyflink_tensair.datasets.images import ImageStream, parse_image_spec
+from pyflink_tensair.errors import ModelError
 from pyflink_tensair.models import zoo
 
 # Per data set: batch size, Adam learning rate, passes. For digits, chosen with a simulated sweep
@@ -42,28 +42,25 @@ DEFAULTS = {
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default="digits", help="digits (default), cifar10:FOLDER or synthetic")
+    parser.add_argument("--data", default="digits", type=flags.checked_by(parse_image_spec, keep_text=True),
+                        help="digits (default), cifar10:FOLDER or synthetic")
     parser.add_argument("--model", metavar="PATH", help="continue training this saved .keras model")
-    parser.add_argument("--passes", type=int, default=None, help="times the data set is replayed (default: 4 for digits, else 1)")
+    parser.add_argument("--passes", type=flags.at_least(1, name="passes"), default=None,
+                        help="times the data set is replayed (default: 4 for digits, else 1)")
     parser.add_argument("--learning-rate", type=float, default=None,
                         help="Adam learning rate of the built model (default: 5e-3 for digits, else 1e-3)")
-    runner.add_job_arguments(parser, batches=None, batch_size=None, window=20)
+    flags.add_job_arguments(parser, batches=None, batch_size=None, window=20)
     args, _ = parser.parse_known_args(argv)  # flink run -py passes arguments of its own
-    runner.exit_on_bad_arguments(parser, args)
-    kind = args.data.partition(":")[0]
-    if kind not in DEFAULTS:
-        parser.error(f"--data must be digits, cifar10:FOLDER or synthetic, got {args.data!r}")
+    kind, _ = parse_image_spec(args.data)
     for name, value in DEFAULTS[kind].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    if args.passes < 1:
-        parser.error(f"--passes must be >= 1, got {args.passes}")
     if args.model and args.learning_rate != DEFAULTS[kind]["learning_rate"]:
         print("note: --learning-rate is ignored with --model (the saved model keeps its optimizer settings)")
     return args
 
 
-def model_spec(args, stream: ImageStream):
+def choose_model(args, stream: ImageStream):
     """The model to train: ``--model PATH``, or the CNN for the data's image size."""
     if args.model:
         from pyflink_tensair.models.keras_adapter import load_model
@@ -91,10 +88,7 @@ def main(argv=None):
 
     from pyflink_tensair.flink import types
 
-    try:
-        stream = ImageStream(args.data, batch_size=args.batch_size, seed=args.seed)
-    except (ValueError, FileNotFoundError) as err:
-        raise ConfigError(str(err)) from None
+    stream = ImageStream(args.data, batch_size=args.batch_size, seed=args.seed)
     total = stream.batches_per_pass * args.passes
     if args.batches is not None:
         total = min(total, args.batches)
@@ -102,20 +96,20 @@ def main(argv=None):
         print("data: SYNTHETIC images (generated patterns plus noise): for throughput runs, not a measure of accuracy")
     print(f"data: {args.data}, {stream.train_size} training images, {stream.batches_per_pass} batches of "
           f"{args.batch_size} per pass, {total} batches in all")
-    model = model_spec(args, stream)
+    model = choose_model(args, stream)
     env = StreamExecutionEnvironment.get_execution_environment()
     batch_bytes = args.batch_size * (int(np.prod(stream.input_shape)) + 2) * 4
-    config = runner.config_from_args(args, name="images",
-                                     buffer_capacity=runner.held_batches_capacity(args, total, batch_bytes))
+    config = flags.config_from_args(args, name="images",
+                                    buffer_capacity=flags.held_batches_capacity(args, total, batch_bytes))
     output = train(batch_source(env, total, stream, rate=args.rate, name="images"), model=model, config=config)
     labels = (output.predictions.map(types.predicted_labels_json, output_type=Types.STRING())
               .name("images: predicted labels").uid("images-predicted-labels").set_parallelism(config.replicas))
-    return runner.run_job(env, output, args, job_name="image_classification", config=config, total_batches=total,
-                          model_spec=model, holdout=stream.holdout(), predictions=labels,
-                          extra_summary={"data": args.data, "synthetic_data": stream.synthetic, "passes": args.passes,
-                                         "model": args.model or model.func.__name__},
-                          finish=per_pass_accuracy(stream.batches_per_pass))
+    return run_job(env, output, args, job_name="image_classification", config=config, total_batches=total,
+                   model=model, holdout=stream.holdout(), predictions=labels,
+                   extra_summary={"data": args.data, "synthetic_data": stream.synthetic, "passes": args.passes,
+                                  "model": args.model or model.func.__name__},
+                   finish=per_pass_accuracy(stream.batches_per_pass))
 
 
 if __name__ == "__main__":
-    runner.main_guard(main)
+    main_guard(main)

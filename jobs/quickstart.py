@@ -5,8 +5,8 @@ softmax over a fixed random linear map of the point: a noisy teacher, so the bes
 is the teacher's own entropy (about 0.4) and the accuracy about 0.83, as on real labelled data.
 Batches are made inside the job from their number, so the stream is the same for any replica count.
 
-    python jobs/quickstart.py --replicas 2 --staleness 0 --summary runs/sync.json
-    flink run -py jobs/quickstart.py --replicas 2 --staleness none
+    python jobs/quickstart.py --replicas 2 --staleness-bound 0 --summary runs/sync.json
+    flink run -py jobs/quickstart.py --replicas 2 --staleness-bound none
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import functools
 
-from pyflink_tensair import data, train
-from pyflink_tensair.flink import runner
-from pyflink_tensair.flink.sources import batch_source
+from pyflink_tensair import batch_source, train
+from pyflink_tensair.cli import flags
+from pyflink_tensair.cli.run import main_guard, run_job
+from pyflink_tensair.datasets.teacher import teacher_classification_batch
 from pyflink_tensair.models import zoo
 
 FEATURES, CLASSES = 20, 4
@@ -24,29 +25,28 @@ HOLDOUT_START = 10 ** 9  # batch numbers of the held-out set, never in the strea
 
 
 def build_batches(env, args):
-    make = functools.partial(data.teacher_classification_batch, batch_size=args.batch_size, features=FEATURES,
+    make = functools.partial(teacher_classification_batch, batch_size=args.batch_size, features=FEATURES,
                              classes=CLASSES, seed=args.seed)
     return batch_source(env, args.batches, make, rate=args.rate, name="quickstart")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    runner.add_job_arguments(parser, batches=1000, batch_size=64)
+    flags.add_job_arguments(parser, batches=1000, batch_size=64)
     args, _ = parser.parse_known_args(argv)  # flink run -py passes arguments of its own
-    runner.exit_on_bad_arguments(parser, args)
 
     from pyflink.datastream import StreamExecutionEnvironment
 
     env = StreamExecutionEnvironment.get_execution_environment()
-    capacity = runner.held_batches_capacity(args, args.batches, batch_bytes=args.batch_size * (FEATURES + 2) * 4)
-    config = runner.config_from_args(args, name="quickstart", buffer_capacity=capacity)
+    capacity = flags.held_batches_capacity(args, args.batches, batch_bytes=args.batch_size * (FEATURES + 2) * 4)
+    config = flags.config_from_args(args, name="quickstart", buffer_capacity=capacity)
     model = functools.partial(zoo.quickstart_classifier, features=FEATURES, classes=CLASSES)
     output = train(build_batches(env, args), model=model, config=config)
-    holdout = [data.teacher_classification_batch(HOLDOUT_START + i, batch_size=256, features=FEATURES,
+    holdout = [teacher_classification_batch(HOLDOUT_START + i, batch_size=256, features=FEATURES,
                                                  classes=CLASSES, seed=args.seed) for i in range(16)]
-    return runner.run_job(env, output, args, job_name="quickstart", config=config, total_batches=args.batches,
-                          model_spec=model, holdout=holdout)
+    return run_job(env, output, args, job_name="quickstart", config=config, total_batches=args.batches,
+                   model=model, holdout=holdout)
 
 
 if __name__ == "__main__":
-    runner.main_guard(main)
+    main_guard(main)

@@ -8,7 +8,7 @@ pair, frequent words subsampled) for ``--passes`` passes. The model has two embe
 ``--vocab-size`` x ``--dim`` (the reference 50,000 x 300: a dense gradient would be 120 MB); each
 gradient message carries only the rows its batches touched.
 
-The staleness bound defaults to 4 (``--staleness none`` for unbounded DASGD): each message carries
+The staleness bound defaults to 4 (``--staleness-bound none`` for unbounded DASGD): each message carries
 a few MB of rows, and unbounded replicas can outrun the gradient loop, whose queues then grow.
 
 While it trains, replica 0 reports the nearest neighbours of a few probe words every few seconds.
@@ -18,11 +18,11 @@ the quality: the mean cosine similarity of the 200 pairs of words that co-occur 
 (leaving out the 100 most frequent words, or the top tenth of a small vocabulary) against the same
 words paired at random and against random pairs of words (frequency ranks 100 to 5,000), before and
 after training. Cosines are taken after removing the vectors' common direction
-(``text.centered``); the raw cosines are reported beside them.
+(``evaluation.centered``); the raw cosines are reported beside them.
 
     python jobs/word2vec.py --replicas 2 --summary runs/w2v.json
     python jobs/word2vec.py --corpus my_texts/ --vocab-size 20000 --dim 100 --passes 3
-    flink run -py jobs/word2vec.py --replicas 2 --staleness none
+    flink run -py jobs/word2vec.py --replicas 2 --staleness-bound none
 """
 
 from __future__ import annotations
@@ -33,11 +33,15 @@ import os
 
 import numpy as np
 
-from pyflink_tensair import text, train
-from pyflink_tensair.errors import ConfigError, ModelError
-from pyflink_tensair.flink import runner
-from pyflink_tensair.flink.sources import batch_source
+from pyflink_tensair import batch_source, keras_model, train
+from pyflink_tensair.cli import flags
+from pyflink_tensair.cli.run import main_guard, run_job
+from pyflink_tensair.datasets.corpus import shakespeare_corpus
+from pyflink_tensair.errors import DataError, ModelError
 from pyflink_tensair.models import zoo
+from pyflink_tensair.word2vec import evaluation
+from pyflink_tensair.word2vec.probe import neighbours_probe
+from pyflink_tensair.word2vec.stream import CorpusBatches
 
 PROBE_WORDS = "king,queen,love,death,night,france,romeo,gold,sword,heaven"
 QUALITY_PAIRS, STOP_WORDS, RANDOM_RANGE = 200, 100, 5000
@@ -46,51 +50,41 @@ QUALITY_PAIRS, STOP_WORDS, RANDOM_RANGE = 200, 100, 5000
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", metavar="PATH", help="a text file or folder (default: Shakespeare, fetched once)")
-    parser.add_argument("--vocab-size", type=int, default=50_000, help="rows of each embedding table: the most frequent words (default: 50000)")
-    parser.add_argument("--dim", type=int, default=300, help="embedding dimension (default: 300)")
-    parser.add_argument("--window", type=int, default=3, help="skip-gram context words on each side (default: 3)")
-    parser.add_argument("--negatives", type=int, default=4, help="noise words per pair (default: 4)")
-    parser.add_argument("--subsample", type=float, default=1e-3, help="frequent-word subsampling threshold, 0 = off (default: 1e-3)")
-    parser.add_argument("--learning-rate", type=float, default=256.0,
+    parser.add_argument("--vocab-size", type=flags.at_least(1, name="vocab_size"), default=50_000, help="rows of each embedding table: the most frequent words (default: 50000)")
+    parser.add_argument("--dim", type=flags.at_least(1, name="dim"), default=300, help="embedding dimension (default: 300)")
+    parser.add_argument("--window", type=flags.at_least(1, name="window"), default=3, help="skip-gram context words on each side (default: 3)")
+    parser.add_argument("--negatives", type=flags.at_least(1, name="negatives"), default=4, help="noise words per pair (default: 4)")
+    parser.add_argument("--subsample", type=flags.at_least(0, float, "subsample"), default=1e-3, help="frequent-word subsampling threshold, 0 = off (default: 1e-3)")
+    parser.add_argument("--learning-rate", type=flags.greater_than(0, "learning_rate"), default=256.0,
                         help="SGD learning rate for the batch-mean loss (default: 256 = word2vec.c's 0.025 per pair at batch 2048)")
-    parser.add_argument("--passes", type=int, default=1, help="passes over the corpus (default: 1)")
+    parser.add_argument("--passes", type=flags.at_least(1, name="passes"), default=1, help="passes over the corpus (default: 1)")
     parser.add_argument("--model", metavar="PATH", help="continue training this saved .keras word2vec model")
     parser.add_argument("--probe-words", default=PROBE_WORDS, help=f"comma-separated words whose neighbours are shown (default: {PROBE_WORDS})")
-    parser.add_argument("--probe-every", type=float, default=5.0, help="seconds between neighbour reports (default: 5)")
+    parser.add_argument("--probe-every", type=flags.greater_than(0, "probe_every"), default=5.0, help="seconds between neighbour reports (default: 5)")
     parser.add_argument("--output", metavar="PATH", help="word2vec text file of the final vectors (default: <outdir>/vectors.txt)")
     # Bounded by default: unbounded, each replica here trains faster than the other's 6.6 MB
     # messages come back, the loop's queues grow without end and the JVM ran out of heap.
-    runner.add_job_arguments(parser, batches=None, batch_size=2048, window=50, staleness=4)
+    flags.add_job_arguments(parser, batches=None, batch_size=2048, window=50, staleness_bound=4)
     args, _ = parser.parse_known_args(argv)  # flink run -py passes arguments of its own
-    runner.exit_on_bad_arguments(parser, args)
-    for name in ("vocab_size", "dim", "window", "passes"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.negatives < 1 or args.subsample < 0 or args.probe_every <= 0 or args.learning_rate <= 0:
-        parser.error("--negatives must be >= 1, --subsample >= 0, --probe-every and --learning-rate > 0")
     return args
 
 
-def corpus_batches(args) -> text.CorpusBatches:
-    try:
-        corpus = args.corpus or text.shakespeare_corpus()
-        return text.CorpusBatches(corpus, vocab_size=args.vocab_size, window=args.window, negatives=args.negatives,
-                                  batch_size=args.batch_size, subsample=args.subsample, seed=args.seed,
-                                  passes=args.passes)
-    except (FileNotFoundError, ValueError, RuntimeError) as err:
-        raise ConfigError(str(err)) from None
+def corpus_batches(args) -> CorpusBatches:
+    return CorpusBatches(args.corpus or shakespeare_corpus(), vocab_size=args.vocab_size, window=args.window,
+                         negatives=args.negatives, batch_size=args.batch_size, subsample=args.subsample,
+                         seed=args.seed, passes=args.passes)
 
 
-def model_spec(args, vocabulary_size: int):
+def choose_model(args, vocabulary_size: int):
     if not args.model:
         return functools.partial(zoo.word2vec, vocabulary=args.vocab_size, dim=args.dim, negatives=args.negatives,
                                  learning_rate=args.learning_rate)
     from pyflink_tensair.models.keras_adapter import load_model
 
-    model = load_model(args.model)
+    saved = load_model(args.model)
     try:
-        rows, _ = model.get_layer("target_embedding").get_weights()[0].shape
-        context = tuple(model.input["context"].shape[1:])
+        rows, _ = saved.get_layer("target_embedding").get_weights()[0].shape
+        context = tuple(saved.input["context"].shape[1:])
     except (ValueError, KeyError, TypeError, IndexError) as err:
         raise ModelError(f"--model {args.model} is not a word2vec model of zoo.word2vec's shape: {err}") from None
     if rows < vocabulary_size or context != (1 + args.negatives,):
@@ -99,13 +93,8 @@ def model_spec(args, vocabulary_size: int):
     return args.model
 
 
-def target_table(model_spec_, weights=None, seed: int = 0) -> np.ndarray:
-    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
-
-    model = load_model(model_spec_, seed=seed)
-    if weights is not None:
-        KerasModelAdapter(model).set_weights(weights)
-    return model.get_layer("target_embedding").get_weights()[0]
+def target_table(keras_model) -> np.ndarray:
+    return keras_model.get_layer("target_embedding").get_weights()[0]
 
 
 def show_neighbours(record: dict) -> str:
@@ -115,31 +104,33 @@ def show_neighbours(record: dict) -> str:
     return f"neighbours at step {record['local_step']} ({record['phase']}): {found}"
 
 
-def quality(corpus: text.CorpusBatches, args, spec, outdir: str):
+def quality(corpus: CorpusBatches, args, model, outdir: str):
     """``finish`` for the runner: cosine quality before/after, final neighbours, the vectors file."""
+    from pyflink_tensair.models.keras_adapter import load_model
+
     def finish(summary, metrics, models, probes):
         vocabulary = corpus.vocabulary
         skip = min(STOP_WORDS, len(vocabulary) // 10)  # a small corpus has fewer stop words
-        pairs = text.cooccurring_pairs(corpus.encoded, args.window, top=QUALITY_PAIRS, skip_most_frequent=skip)
+        pairs = evaluation.cooccurring_pairs(corpus.encoded, args.window, top=QUALITY_PAIRS, skip_most_frequent=skip)
         if len(pairs) < 2:
-            raise ConfigError(f"the corpus has {len(pairs)} co-occurring pair(s) to judge the vectors by; it is too small")
-        baselines = {"cooccurring": pairs, "shuffled": text.shuffled_pairs(pairs, seed=args.seed)}
+            raise DataError(f"the corpus has {len(pairs)} co-occurring pair(s) to judge the vectors by; it is too small")
+        baselines = {"cooccurring": pairs, "shuffled": evaluation.shuffled_pairs(pairs, seed=args.seed)}
         high = min(RANDOM_RANGE, len(vocabulary))
-        baselines["random"] = text.random_pairs((skip, high), min(QUALITY_PAIRS, (high - skip) * (high - skip - 1) // 2),
+        baselines["random"] = evaluation.random_pairs((skip, high), min(QUALITY_PAIRS, (high - skip) * (high - skip - 1) // 2),
                                                 seed=args.seed)
-        before = target_table(spec, seed=args.seed)
+        before = target_table(load_model(model, seed=args.seed))
         final = min(models, key=lambda m: m.replica)
-        after = target_table(spec, final.weights)
+        after = target_table(keras_model(final, model))
         counts = vocabulary.counts
         tables = {"before": before, "after": after}
-        cosines = {f"{name}_{when}": round(text.mean_cosine(text.centered(table, counts), p), 4)
+        cosines = {f"{name}_{when}": round(evaluation.mean_cosine(evaluation.centered(table, counts), p), 4)
                    for name, p in baselines.items() for when, table in tables.items()}
-        raw = {f"{name}_{when}": round(text.mean_cosine(table, p), 4)
+        raw = {f"{name}_{when}": round(evaluation.mean_cosine(table, p), 4)
                for name, p in baselines.items() for when, table in tables.items()}
         words = [w for w in args.probe_words.split(",") if w]
-        neighbours = text.nearest_neighbours(after, vocabulary, words, k=8)
+        neighbours = evaluation.nearest_neighbours(after, vocabulary, words, k=8)
         output = args.output or os.path.join(outdir, "vectors.txt")
-        text.write_word2vec_text(output, vocabulary, after)
+        evaluation.write_word2vec_text(output, vocabulary, after)
         print(f"quality: mean cosine (centered vectors; raw in brackets) of the {len(pairs)} most co-occurring "
               "pairs, the same words shuffled, and random pairs:")
         for name in baselines:
@@ -166,23 +157,23 @@ def main(argv=None):
     print(f"corpus: {corpus.corpus}: {sum(line.size for line in corpus.encoded):,} tokens, {len(corpus.vocabulary):,} "
           f"words in the vocabulary (tables of {args.vocab_size:,} x {args.dim}); {corpus.batches_per_pass[0]:,} batches "
           f"of {args.batch_size} pairs per pass, {total:,} batches in all")
-    spec = model_spec(args, len(corpus.vocabulary))
+    model = choose_model(args, len(corpus.vocabulary))
     words = [w for w in args.probe_words.split(",") if w in corpus.vocabulary]
-    probe = functools.partial(text.neighbours_probe, vocabulary=corpus.vocabulary, words=words, k=5) if words else None
+    probe = functools.partial(neighbours_probe, vocabulary=corpus.vocabulary, words=words, k=5) if words else None
     env = StreamExecutionEnvironment.get_execution_environment()
     batch_bytes = args.batch_size * (1 + 2 * (1 + args.negatives)) * 4
-    config = runner.config_from_args(args, name="word2vec",
-                                     buffer_capacity=runner.held_batches_capacity(args, total, batch_bytes))
-    output = train(batch_source(env, total, corpus, rate=args.rate, name="word2vec"), model=spec, config=config,
+    config = flags.config_from_args(args, name="word2vec",
+                                    buffer_capacity=flags.held_batches_capacity(args, total, batch_bytes))
+    output = train(batch_source(env, total, corpus, rate=args.rate, name="word2vec"), model=model, config=config,
                    probe=probe, probe_every_s=args.probe_every)
-    outdir = os.path.abspath(args.outdir or runner.default_outdir("word2vec"))
+    outdir = os.path.abspath(args.outdir or flags.default_outdir("word2vec"))
     args.outdir = outdir
-    return runner.run_job(env, output, args, job_name="word2vec", config=config, total_batches=total,
-                          model_spec=spec, show_probe=show_neighbours, finish=quality(corpus, args, spec, outdir),
-                          extra_summary={"corpus": corpus.corpus, "dim": args.dim, "vocab_size": args.vocab_size,
-                                         "window": args.window, "negatives": args.negatives,
-                                         "learning_rate": args.learning_rate, "passes": args.passes})
+    return run_job(env, output, args, job_name="word2vec", config=config, total_batches=total,
+                   model=model, show_probe=show_neighbours, finish=quality(corpus, args, model, outdir),
+                   extra_summary={"corpus": corpus.corpus, "dim": args.dim, "vocab_size": args.vocab_size,
+                                  "window": args.window, "negatives": args.negatives,
+                                  "learning_rate": args.learning_rate, "passes": args.passes})
 
 
 if __name__ == "__main__":
-    runner.main_guard(main)
+    main_guard(main)

@@ -1,11 +1,18 @@
 """pyflink_tensair: Keras model replicas trained inside a PyFlink job, exchanging gradients (DASGD).
 
+What a pipeline composes with: :func:`to_batches` (records to mini-batches) or
+:func:`batch_source` (batch ``i`` made from its number, optionally paced), :func:`train` with a
+:class:`TrainConfig`, and :func:`keras_models` to get the trained models back;
+:func:`simulate` runs the same replicas in one process, without Flink. Errors are
+:class:`TensairError` subclasses.
+
 Example::
 
-    from pyflink_tensair import TrainConfig, train
+    from pyflink_tensair import TrainConfig, keras_models, train
     out = train(batches, model=build_model, config=TrainConfig(replicas=2, staleness_bound=None))
     out.predictions   # DataStream of predictions, one record per input batch
     out.metrics       # DataStream of per-replica metrics (JSON strings)
+    models = keras_models(out.models.execute_and_collect(), build_model)
 """
 
 from ._lazy import lazy_exports
@@ -15,12 +22,14 @@ __version__ = "0.1.0"
 # Every name loads on first use: importing a package must not import its subpackages (see _lazy).
 _NAMES = {
     "LatencySettings": ".config", "Mode": ".config", "TrainConfig": ".config", "WorkerMode": ".config",
-    "Batch": ".core.messages", "SparseGradient": ".core.messages",
-    "decode_batch": ".core.wire", "decode_tensors": ".core.wire", "encode_batch": ".core.wire",
-    "encode_tensors": ".core.wire",
-    "ConfigError": ".errors", "JavaToolchainError": ".errors", "ModelError": ".errors", "TensairError": ".errors",
+    "Batch": ".core.messages", "encode_batch": ".core.wire", "decode_batch": ".core.wire",
+    "simulate": ".core.simulation", "SimulationResult": ".core.simulation",
+    "ConfigError": ".errors", "DataError": ".errors", "DataNotFoundError": ".errors",
+    "JavaToolchainError": ".errors", "ModelError": ".errors", "ProtocolError": ".errors", "TensairError": ".errors",
     "WireFormatError": ".errors",
     "train": ".flink.training", "TrainOutput": ".flink.training", "to_batches": ".flink.batching",
+    "batch_source": ".flink.sources", "keras_model": ".flink.results", "keras_models": ".flink.results",
+    "decode_prediction": ".flink.types", "decode_final_model": ".flink.types",
 }
 
 __getattr__ = lazy_exports(__name__, _NAMES)

@@ -121,12 +121,6 @@ def rest_get(url: str, timeout: float = 5.0):
         return json.loads(response.read().decode("utf-8"))
 
 
-def cancel(url: str, job_id: str) -> None:
-    """Cancels a running job through the REST API."""
-    request = urllib.request.Request(f"{url}/jobs/{job_id}?mode=cancel", method="PATCH")
-    urllib.request.urlopen(request, timeout=10).close()
-
-
 def recorded_pids(folder: str) -> List[int]:
     pids = []
     for path in glob.glob(os.path.join(folder, "pids", "*.pid")):

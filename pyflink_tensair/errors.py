@@ -1,4 +1,14 @@
-"""The exceptions pyflink_tensair raises: one base class, one subclass per kind of failure."""
+"""The exceptions pyflink_tensair raises: one base class, one subclass per kind of failure.
+
+Every message names what broke the rule, the rule, and what was received, the way Keras reports
+bad arguments (``"... must be ... Received: name=value"``). A job's ``main`` catches
+:class:`TensairError` and prints it as one line (exit code 2): nothing needs re-wrapping.
+
+Each subclass also derives from the built-in exception a Python user would catch for it::
+
+    >>> issubclass(DataNotFoundError, FileNotFoundError), issubclass(ConfigError, ValueError)
+    (True, True)
+"""
 
 
 class TensairError(Exception):
@@ -6,7 +16,8 @@ class TensairError(Exception):
 
 
 class ConfigError(TensairError, ValueError):
-    """A configuration value breaks a rule; the message names the field, the rule and the value."""
+    """A value given to pyflink_tensair (a configuration field, a flag, a function's argument)
+    breaks a rule; the message names the field, the rule and the value."""
 
 
 class WireFormatError(TensairError, ValueError):
@@ -15,6 +26,20 @@ class WireFormatError(TensairError, ValueError):
 
 class ModelError(TensairError):
     """The user's model cannot be built, loaded or trained the way the replicas need."""
+
+
+class ProtocolError(TensairError, RuntimeError):
+    """Replicas broke the training protocol: a batch after the end of input, a message from an
+    unknown sender, replicas that never finished."""
+
+
+class DataError(TensairError, ValueError):
+    """A data set or corpus cannot be used: malformed files, too small for one batch, changed
+    since the job was built, or not to be had (a failed download)."""
+
+
+class DataNotFoundError(DataError, FileNotFoundError):
+    """A data set's file or folder does not exist or holds none of the files expected."""
 
 
 class JavaToolchainError(TensairError, RuntimeError):

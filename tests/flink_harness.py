@@ -11,8 +11,9 @@ from typing import Dict, List
 
 import numpy as np
 
-from pyflink_tensair import TrainConfig, data, train
+from pyflink_tensair import TrainConfig, train
 from pyflink_tensair.core.events import FinalModel, Metrics
+from pyflink_tensair.datasets.teacher import encoded_teacher_batch
 from pyflink_tensair.flink import types
 from pyflink_tensair.flink.sinks import write_json_lines, write_records
 from pyflink_tensair.flink.sources import number_sequence
@@ -20,7 +21,7 @@ from pyflink_tensair.models import zoo
 
 FEATURES, CLASSES = 20, 4
 MODEL = functools.partial(zoo.quickstart_classifier, features=FEATURES, classes=CLASSES)
-make_batch = functools.partial(data.encoded_teacher_batch, batch_size=32, features=FEATURES, classes=CLASSES, seed=0)
+make_batch = functools.partial(encoded_teacher_batch, batch_size=32, features=FEATURES, classes=CLASSES, seed=0)
 
 
 def garbage_after_three(index):

@@ -50,7 +50,7 @@ def _wait_finished(url: str, job_id: str, timeout: float = 300.0) -> str:
 
 def test_quickstart_with_flink_run_on_two_taskmanagers(flink_cluster, tmp_path):
     summary_path = tmp_path / "summary.json"
-    result = cluster.submit(flink_cluster, [QUICKSTART, "--replicas", "2", "--staleness", "0", "--batches", "60",
+    result = cluster.submit(flink_cluster, [QUICKSTART, "--replicas", "2", "--staleness-bound", "0", "--batches", "60",
                                             "--summary", str(summary_path), "--outdir", str(tmp_path / "out")],
                             timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -3,52 +3,52 @@
 import numpy as np
 import pytest
 
-from pyflink_tensair import datasets
+from pyflink_tensair.datasets import images as image_sets
 
 
 def test_cifar10_reader_round_trips_the_binary_format(tmp_path):
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, size=(7, 32, 32, 3)).astype(np.float32) / 255.0
     y = rng.integers(0, 10, size=7)
-    datasets.write_cifar10(str(tmp_path / "data_batch_1.bin"), x[:4], y[:4])
-    datasets.write_cifar10(str(tmp_path / "data_batch_2.bin"), x[4:], y[4:])
-    images, labels = datasets.read_cifar10(str(tmp_path))
+    image_sets.write_cifar10(str(tmp_path / "data_batch_1.bin"), x[:4], y[:4])
+    image_sets.write_cifar10(str(tmp_path / "data_batch_2.bin"), x[4:], y[4:])
+    images, labels = image_sets.read_cifar10(str(tmp_path))
     np.testing.assert_array_equal(labels, y)
     np.testing.assert_allclose(images, x, atol=1e-6)
     assert images.shape == (7, 32, 32, 3) and images.dtype == np.float32
 
 
 def test_cifar10_layout_is_channel_major_per_record(tmp_path):
-    record = np.zeros(datasets.CIFAR10_RECORD, np.uint8)
+    record = np.zeros(image_sets.CIFAR10_RECORD, np.uint8)
     record[0] = 3
     record[1] = 255            # red, pixel (0, 0)
     record[1 + 1024 + 33] = 255  # green, pixel (1, 1)
     record.tofile(tmp_path / "test_batch.bin")
-    images, labels = datasets.read_cifar10(str(tmp_path), train=False)
+    images, labels = image_sets.read_cifar10(str(tmp_path), train=False)
     assert labels.tolist() == [3]
     assert images[0, 0, 0, 0] == 1.0 and images[0, 1, 1, 1] == 1.0 and images.sum() == 2.0
 
 
 def test_cifar10_reader_rejects_what_is_not_cifar(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        datasets.read_cifar10(str(tmp_path / "nowhere"))
+        image_sets.read_cifar10(str(tmp_path / "nowhere"))
     with pytest.raises(FileNotFoundError, match="no CIFAR-10 binary batches"):
-        datasets.read_cifar10(str(tmp_path))
+        image_sets.read_cifar10(str(tmp_path))
     (tmp_path / "data_batch_1.bin").write_bytes(b"\0" * 100)
     with pytest.raises(ValueError, match="not a whole number"):
-        datasets.read_cifar10(str(tmp_path))
+        image_sets.read_cifar10(str(tmp_path))
 
 
 def test_digits_are_the_real_data_set():
     pytest.importorskip("sklearn")
-    x, y = datasets.load_digits()
+    x, y = image_sets.load_digits()
     assert x.shape == (1797, 8, 8, 1) and 0.0 <= x.min() and x.max() <= 1.0
     assert sorted(set(y.tolist())) == list(range(10))
 
 
 def test_synthetic_images_are_deterministic_and_labelled():
-    a = datasets.synthetic_images(5, batch_size=4)
-    b = datasets.synthetic_images(5, batch_size=4)
+    a = image_sets.synthetic_images(5, batch_size=4)
+    b = image_sets.synthetic_images(5, batch_size=4)
     np.testing.assert_array_equal(a[0], b[0])
     assert a[0].shape == (4, 32, 32, 3) and a[1].max() < 10
 

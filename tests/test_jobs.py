@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("pyflink")
 
-from pyflink_tensair import cluster, data  # noqa: E402
+from pyflink_tensair import cluster  # noqa: E402
+from pyflink_tensair.datasets.teacher import encoded_teacher_batch  # noqa: E402
 from pyflink_tensair.models import zoo  # noqa: E402
 
 from flink_harness import FILLERS, TOPICS, read_results, sequential_reference, write_topic_corpus  # noqa: E402
@@ -27,7 +28,7 @@ def _run(script, *args, timeout=600):
 
 def test_quickstart_synchronous_run_matches_sequential_sgd(tmp_path):
     summary = tmp_path / "summary.json"
-    result = _run("quickstart.py", "--replicas", "2", "--staleness", "0", "--batches", "24", "--batch-size", "32",
+    result = _run("quickstart.py", "--replicas", "2", "--staleness-bound", "0", "--batches", "24", "--batch-size", "32",
                   "--seed", "3", "--summary", str(summary), "--outdir", str(tmp_path / "out"), "--progress-every", "1")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "batches 24/24" in result.stdout
@@ -38,7 +39,7 @@ def test_quickstart_synchronous_run_matches_sequential_sgd(tmp_path):
     assert figures["replicas"] == 2 and figures["staleness_bound"] == 0 and figures["batches"] == 24
     assert figures["model_versions"] == [12, 12] and figures["replica_max_weight_diff"] <= 1e-6
     assert figures["gradient_messages"] == 2 * 12  # one per step and replica (done markers not counted)
-    maker = functools.partial(data.encoded_teacher_batch, batch_size=32, features=20, classes=4, seed=3)
+    maker = functools.partial(encoded_teacher_batch, batch_size=32, features=20, classes=4, seed=3)
     model = functools.partial(zoo.quickstart_classifier, features=20, classes=4)
     results = read_results(tmp_path / "out")
     reference = sequential_reference(results, maker=maker, model=model, seed=3)
@@ -65,12 +66,12 @@ def _json_lines(folder, prefix):
 
 def test_image_classification_on_digits_then_continued_from_the_saved_model(tmp_path):
     from pyflink_tensair.core.events import weights_digest
-    from pyflink_tensair.datasets import ImageStream
+    from pyflink_tensair.datasets.images import ImageStream
     from pyflink_tensair.flink.types import decode_final_model
     from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
 
     saved, summary_path = tmp_path / "digits.keras", tmp_path / "summary.json"
-    result = _run("image_classification.py", "--replicas", "2", "--staleness", "0", "--passes", "2",
+    result = _run("image_classification.py", "--replicas", "2", "--staleness-bound", "0", "--passes", "2",
                   "--batch-size", "64", "--outdir", str(tmp_path / "out"), "--summary", str(summary_path),
                   "--logdir", str(tmp_path / "tb"), "--save", str(saved), "--progress-every", "1")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -111,15 +112,15 @@ def test_image_classification_on_digits_then_continued_from_the_saved_model(tmp_
 
 
 def test_image_classification_reads_cifar10_binary_batches(tmp_path):
-    from pyflink_tensair import datasets
+    from pyflink_tensair.datasets import images
 
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, size=(96, 32, 32, 3)).astype(np.float32) / 255
     y = rng.integers(0, 10, size=96)
     folder = tmp_path / "cifar"
     folder.mkdir()
-    datasets.write_cifar10(str(folder / "data_batch_1.bin"), x[:64], y[:64])
-    datasets.write_cifar10(str(folder / "test_batch.bin"), x[64:], y[64:])
+    images.write_cifar10(str(folder / "data_batch_1.bin"), x[:64], y[:64])
+    images.write_cifar10(str(folder / "test_batch.bin"), x[64:], y[64:])
     summary_path = tmp_path / "summary.json"
     result = _run("image_classification.py", "--data", f"cifar10:{folder}", "--replicas", "2", "--batch-size", "16",
                   "--passes", "2", "--outdir", str(tmp_path / "out"), "--summary", str(summary_path))
@@ -166,17 +167,17 @@ def test_word2vec_learns_which_words_go_together(tmp_path):
 
 
 @pytest.mark.parametrize("script, args, message", [
-    ("quickstart.py", ["--staleness", "-2"], "--staleness must be an int >= 0 or 'none'"),
-    ("quickstart.py", ["--replicas", "0"], "--replicas must be >= 1"),
+    ("quickstart.py", ["--staleness-bound", "-2"], "argument --staleness-bound: staleness_bound must be an int >= 0"),
+    ("quickstart.py", ["--replicas", "0"], "argument --replicas: replicas must be an int >= 1. Received: replicas=0"),
     ("quickstart.py", ["--workers", "thread"], "invalid choice: 'thread'"),
-    ("image_classification.py", ["--data", "mnist"], "--data must be digits, cifar10:FOLDER or synthetic"),
+    ("image_classification.py", ["--data", "mnist"], "argument --data: data must be 'digits', 'cifar10:FOLDER' or 'synthetic'"),
     ("image_classification.py", ["--data", "cifar10:/no/such/folder"], "does not exist"),
-    ("image_classification.py", ["--save", "model.h5"], "--save must name a .keras file"),
-    ("image_classification.py", ["--rate", "-1"], "--rate must be >= 0"),
-    ("image_classification.py", ["--passes", "0"], "--passes must be >= 1"),
+    ("image_classification.py", ["--save", "model.h5"], "argument --save: save must name a .keras file"),
+    ("image_classification.py", ["--rate", "-1"], "argument --rate: rate must be a number >= 0"),
+    ("image_classification.py", ["--passes", "0"], "argument --passes: passes must be an int >= 1"),
     ("word2vec.py", ["--corpus", "/no/such/corpus"], "is neither a file nor a folder"),
-    ("word2vec.py", ["--negatives", "0"], "--negatives must be >= 1"),
-    ("word2vec.py", ["--dim", "0"], "--dim must be >= 1"),
+    ("word2vec.py", ["--negatives", "0"], "argument --negatives: negatives must be an int >= 1"),
+    ("word2vec.py", ["--dim", "0"], "argument --dim: dim must be an int >= 1"),
 ])
 def test_bad_arguments_exit_with_a_clear_message(script, args, message):
     result = _run(script, *args, timeout=120)

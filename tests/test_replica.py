@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pyflink_tensair import Mode
+from pyflink_tensair import Mode, ProtocolError, TrainConfig
 from pyflink_tensair.core import Batch, Broadcast, DoneMessage, FinalModel, GradientMessage, Metrics, Prediction, Replica
 from pyflink_tensair.testing import LinearModel, make_regression_batches, simulate
 
@@ -28,7 +28,8 @@ def test_one_step_matches_hand_computation():
 
 def test_synchronous_trajectory_matches_sequential_averaged_sgd():
     batches = make_regression_batches(6, 3, seed=5)
-    result = simulate(lambda r: LinearModel(3, seed=2), batches, replicas=2, staleness_bound=0, delivery_delay=1)
+    result = simulate(lambda r: LinearModel(3, seed=2), batches, TrainConfig(replicas=2, staleness_bound=0),
+                      delivery_delay=1)
     # golden: plain momentum SGD on the average of each pair of batches' gradients
     w, b = LinearModel(3, seed=2).weights["w"].copy(), 0.0
     vw, vb = np.zeros(3), 0.0
@@ -62,8 +63,8 @@ def test_conformance(strategy, replicas, delay):
     """What every strategy must do, whatever the replicas and the loop's delay."""
     options = STRATEGIES[strategy]
     batches = make_regression_batches(60, 4, seed=1)
-    run = lambda: simulate(lambda r: LinearModel(4, seed=0), batches, replicas=replicas, delivery_delay=delay,
-                           buffer_capacity=1000, **options)
+    config = TrainConfig(replicas=replicas, buffer_capacity=1000, **options)
+    run = lambda: simulate(lambda r: LinearModel(4, seed=0), batches, config, delivery_delay=delay)
     result = run()
     assert sorted(p.batch_id for p in result.predictions) == list(range(60)), "each batch predicted once"
     assert sorted(result.final_models) == list(range(replicas)), "every replica finished"
@@ -93,8 +94,8 @@ def test_conformance(strategy, replicas, delay):
 
 def test_full_buffer_trains_beyond_the_bound_and_loses_nothing():
     batches = make_regression_batches(40, 3)
-    result = simulate(lambda r: LinearModel(3), batches, replicas=2, staleness_bound=0, delivery_delay=10,
-                      buffer_capacity=2)
+    result = simulate(lambda r: LinearModel(3), batches, TrainConfig(replicas=2, staleness_bound=0, buffer_capacity=2),
+                      delivery_delay=10)
     assert sum(r.bound_overflows for r in result.replicas) > 0
     assert max(m.staleness for m in result.metrics if m.phase == "batch") > 0
     assert sorted(p.batch_id for p in result.predictions) == list(range(40))
@@ -143,13 +144,13 @@ def test_out_of_order_messages_are_applied_once_and_tracked():
 
 def test_end_of_input_with_unequal_batch_counts_finishes_every_replica():
     batches = make_regression_batches(5, 2)
-    result = simulate(lambda r: LinearModel(2), batches, replicas=3, staleness_bound=0)
+    result = simulate(lambda r: LinearModel(2), batches, TrainConfig(replicas=3, staleness_bound=0))
     assert [r.local_step for r in result.replicas] == [2, 2, 1]
     assert result.replica_max_weight_diff() == 0.0
 
 
 def test_replica_with_no_batches_still_finishes():
-    result = simulate(lambda r: LinearModel(2), make_regression_batches(1, 2), replicas=3, staleness_bound=1)
+    result = simulate(lambda r: LinearModel(2), make_regression_batches(1, 2), TrainConfig(replicas=3, staleness_bound=1))
     assert sorted(result.final_models) == [0, 1, 2]
 
 
@@ -165,7 +166,7 @@ def test_serving_mode_predicts_without_training():
 
 def test_protocol_violations_raise():
     replica = Replica(0, 2, LinearModel(2))
-    with pytest.raises(ValueError, match="from sender 0"):
+    with pytest.raises(ProtocolError, match="from sender 0"):
         replica.on_gradient(DoneMessage(0, 1))
     replica.on_input_end()
     with pytest.raises(RuntimeError, match="after its input ended"):

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pyflink_tensair import datasets
+from pyflink_tensair.datasets import images as image_sets
 from pyflink_tensair.core import wire
 from pyflink_tensair.core.messages import Batch
 from pyflink_tensair.core.prequential import segment_means, sliding_mean
@@ -60,8 +60,8 @@ def test_negative_rate_is_refused():
 
 
 def test_digits_stream_visits_every_training_image_once_per_pass_in_a_new_order():
-    stream = datasets.ImageStream("digits", batch_size=100, seed=1)
-    x, y = datasets.load_digits()
+    stream = image_sets.ImageStream("digits", batch_size=100, seed=1)
+    x, y = image_sets.load_digits()
     assert stream.batches_per_pass == 15 and stream.train_size == 1500
     per_pass = []
     for epoch in range(2):
@@ -73,24 +73,24 @@ def test_digits_stream_visits_every_training_image_once_per_pass_in_a_new_order(
         keys = {row.tobytes() for row in images}
         assert keys == {row.tobytes() for row in x[:1500].reshape(1500, -1)}
     assert not np.array_equal(per_pass[0], per_pass[1])
-    again = datasets.ImageStream("digits", batch_size=100, seed=1)(17)
+    again = image_sets.ImageStream("digits", batch_size=100, seed=1)(17)
     np.testing.assert_array_equal(again.x, stream(17).x)
     np.testing.assert_array_equal(again.y, stream(17).y)
     holdout = stream.holdout()
-    assert sum(b.size for b in holdout) == datasets.DIGITS_HOLDOUT
+    assert sum(b.size for b in holdout) == image_sets.DIGITS_HOLDOUT
 
 
 def test_cifar10_stream_reads_the_users_folder(tmp_path):
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, size=(50, 32, 32, 3)).astype(np.float32) / 255
     y = rng.integers(0, 10, size=50)
-    datasets.write_cifar10(str(tmp_path / "data_batch_1.bin"), x, y)
-    stream = datasets.ImageStream(f"cifar10:{tmp_path}", batch_size=16)
+    image_sets.write_cifar10(str(tmp_path / "data_batch_1.bin"), x, y)
+    stream = image_sets.ImageStream(f"cifar10:{tmp_path}", batch_size=16)
     assert stream.batches_per_pass == 3 and stream.input_shape == (32, 32, 3)
     batch = stream(4)
     assert batch.x.shape == (16, 32, 32, 3) and batch.meta["pass"] == 1
     assert stream.holdout() == []  # no test_batch.bin in the folder
-    datasets.write_cifar10(str(tmp_path / "test_batch.bin"), x[:10], y[:10])
+    image_sets.write_cifar10(str(tmp_path / "test_batch.bin"), x[:10], y[:10])
     assert sum(b.size for b in stream.holdout()) == 10
 
 
@@ -101,12 +101,12 @@ def test_cifar10_stream_reads_the_users_folder(tmp_path):
 ])
 def test_bad_image_specs_say_what_is_accepted(spec, error):
     with pytest.raises((ValueError, FileNotFoundError), match=error):
-        datasets.ImageStream(spec, batch_size=8)
+        image_sets.ImageStream(spec, batch_size=8)
 
 
 def test_batch_larger_than_the_data_set_is_an_error():
     with pytest.raises(ValueError, match="fewer than one batch"):
-        datasets.ImageStream("digits", batch_size=2000)
+        image_sets.ImageStream("digits", batch_size=2000)
 
 
 def _records(accuracies, ids=None):

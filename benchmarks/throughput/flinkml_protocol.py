@@ -22,6 +22,9 @@ Example (two workers and the updater of a NumPy model, messages routed by hand):
     >>> update = [e for g in sent for e in updater.on_gradient(g)]
     >>> [(type(e).__name__, e.version) for e in update]
     [('ModelUpdate', 1)]
+
+:func:`simulate_flinkml` does that routing for any number of workers, as ``simulate`` does for our
+replicas, so ``pyflink_tensair.testing.check_protocol(..., run=simulate_flinkml)`` can check it.
 """
 
 from __future__ import annotations
@@ -29,13 +32,17 @@ from __future__ import annotations
 import collections
 import time
 from dataclasses import dataclass
-from typing import Callable, Deque, Dict, List, Optional
+from typing import Callable, Deque, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from pyflink_tensair.core.events import Metrics
+from pyflink_tensair.config import TrainConfig
+from pyflink_tensair.core import wire
+from pyflink_tensair.core.events import FinalModel, Metrics, weights_digest
 from pyflink_tensair.core.gradients import average_gradients
-from pyflink_tensair.core.messages import Batch, Gradients, SparseGradient
+from pyflink_tensair.core.messages import Batch, DoneMessage, GradientMessage, Gradients, SparseGradient
+from pyflink_tensair.core.simulation import DelayLine, SimulationResult, as_train_config
+from pyflink_tensair.errors import ConfigError, ProtocolError
 
 
 @dataclass(frozen=True)
@@ -161,3 +168,92 @@ class Updater:
                 changed[name] = weights[name]
         self.bytes_broadcast += sum(v.nbytes for v in changed.values())
         return [ModelUpdate(self.version, changed)]
+
+
+def simulate_flinkml(make_model: Callable[[int], object], batches: Sequence[Batch], config: TrainConfig, *,
+                     delivery_delay: int = 0, through_wire: bool = True) -> SimulationResult:
+    """Runs ``config.replicas`` workers and the updater in one process, routed as ``simulate`` routes replicas.
+
+    Batch ``i`` goes to worker ``i % replicas``; gradients go to the updater and each model version
+    back to every worker, delivered once batch ``t + delivery_delay`` has been handed out (``t``:
+    when it was sent). ``make_model(r)`` builds worker ``r``'s model; the updater's is
+    ``make_model(0)``. ``through_wire`` sends every message through the wire format as the Flink job
+    (``graphs.py``) does. The pattern is synchronous SGD with a central updater: only
+    ``staleness_bound=0`` is accepted. ``final_models`` hold each worker's weights at the end.
+
+    Example::
+
+        >>> from pyflink_tensair.testing import LinearModel, make_regression_batches
+        >>> result = simulate_flinkml(lambda r: LinearModel(3), make_regression_batches(5, 3),
+        ...                           TrainConfig(replicas=2, staleness_bound=0), delivery_delay=1)
+        >>> sorted(result.final_models), [w.steps for w in result.replicas], result.replica_max_weight_diff()
+        ([0, 1], [3, 2], 0.0)
+    """
+    config = as_train_config(config)
+    if config.staleness_bound != 0:
+        raise ConfigError("the Flink ML pattern is synchronous SGD with a central updater: staleness_bound must be 0. "
+                          f"Received: staleness_bound={config.staleness_bound!r}")
+    n = config.replicas
+    workers = [Worker(r, make_model(r)) for r in range(n)]
+    digests = [weights_digest(w.model.get_weights()) for w in workers]
+    updater = Updater(n, make_model(0))
+    result = SimulationResult(workers)
+    line = DelayLine(delivery_delay)
+    ended = []
+
+    def send(tick: int, destinations, event) -> None:
+        result.messages += 1
+        if through_wire:
+            event = _wire_round_trip(event, result)
+        for destination in destinations:
+            line.send(tick, destination, event)
+
+    def collect(events, tick: int) -> None:
+        for event in events:
+            if isinstance(event, Metrics):
+                result.metrics.append(event)
+            elif isinstance(event, ModelUpdate):
+                send(tick, range(n), event)
+            elif isinstance(event, UpdaterDone):
+                ended.append(event)
+            else:  # GradientUpdate or WorkerDone, for the updater (destination n)
+                send(tick, [n], event)
+
+    def on_message(destination: int, event, tick: int) -> None:
+        if destination < n:
+            collect(workers[destination].on_model(event), tick)
+        elif isinstance(event, WorkerDone):
+            collect(updater.on_done(event), tick)
+        else:
+            collect(updater.on_gradient(event), tick)
+
+    for tick, batch in enumerate(batches):
+        collect(workers[tick % n].on_batch(batch), tick)
+        line.deliver(tick, on_message)
+    for worker in workers:
+        collect(worker.on_input_end(), len(batches))
+    line.deliver(None, on_message)
+    stuck = [w.id for w in workers if not w.done_sent]
+    if stuck or not ended:
+        raise ProtocolError(f"workers {stuck} or the updater never finished: the Flink ML pattern deadlocked")
+    for w in workers:
+        result.final_models[w.id] = FinalModel(w.id, w.version, w.model.get_weights(), digests[w.id])
+    return result
+
+
+def _wire_round_trip(event, result: SimulationResult):
+    """``event`` encoded as ``graphs.py`` sends it (steps count from 1 on the wire) and decoded back."""
+    if isinstance(event, GradientUpdate):
+        message = GradientMessage(event.worker, event.version + 1, event.version + 1, event.gradients)
+    elif isinstance(event, ModelUpdate):
+        message = GradientMessage(0, event.version, event.version, event.weights)
+    else:
+        message = DoneMessage(event.worker, 0)
+    data = wire.encode_message(message)
+    result.message_bytes += len(data)
+    message = wire.decode_message(data)
+    if isinstance(message, DoneMessage):
+        return WorkerDone(message.sender)
+    if isinstance(event, ModelUpdate):
+        return ModelUpdate(message.step, message.gradients)
+    return GradientUpdate(message.sender, message.step - 1, message.gradients)

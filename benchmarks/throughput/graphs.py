@@ -11,12 +11,14 @@ replicas: the baselines differ in their training pattern only.
     feedback source (1) ─► to all (JVM) ─► key_by (JVM) ─┘   └─ gradients (side output) ─► updater (1)
           ▲ in-JVM queue                                                              │
           └────────────────────── feedback sink (1) ◄── model versions ◄─────────────┘
+
+The plumbing (routing, keying, the loop, names and uids) is the same
+:class:`~pyflink_tensair.flink.loop.FeedbackLoop` that ``train()`` uses.
 """
 
 from __future__ import annotations
 
 import time
-import uuid
 
 from pyflink.common import Types
 from pyflink.datastream import (DataStream, KeyedCoProcessFunction, MapFunction, ProcessFunction,
@@ -27,27 +29,26 @@ from pyflink_tensair.core import wire
 from pyflink_tensair.core.events import Metrics
 from pyflink_tensair.core.messages import DoneMessage, GradientMessage
 from pyflink_tensair.flink import types
-from pyflink_tensair.flink.environment import add_channel_jar, prepare_environment
-from pyflink_tensair.flink import routing
+from pyflink_tensair.flink.environment import prepare_environment
 from pyflink_tensair.flink.functions import END_OF_TIME
-from pyflink_tensair.flink.routing import DEFAULT_MAX_PARALLELISM, pinned_keys
+from pyflink_tensair.flink.loop import FeedbackLoop
 
 from .flinkml_protocol import GradientUpdate, ModelUpdate, Updater, UpdaterDone, Worker, WorkerDone
 
 
-def _model(spec, config: TrainConfig):
+def _adapter(model, config: TrainConfig):
     from pyflink_tensair.models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads, load_model
 
     configure_tensorflow_threads(config.tf_intra_op_threads)
-    return KerasModelAdapter(load_model(spec, seed=config.seed))
+    return KerasModelAdapter(load_model(model, seed=config.seed))
 
 
 class _WorkerFunction(KeyedCoProcessFunction):
-    def __init__(self, spec, config: TrainConfig):
-        self._spec, self._config = spec, config
+    def __init__(self, model, config: TrainConfig):
+        self._model, self._config = model, config
 
     def open(self, runtime_context: RuntimeContext):
-        self._worker = Worker(runtime_context.get_index_of_this_subtask(), _model(self._spec, self._config))
+        self._worker = Worker(runtime_context.get_index_of_this_subtask(), _adapter(self._model, self._config))
         self._tag = types.feedback_tag(self._config.name)
         self._timer = False
 
@@ -81,11 +82,11 @@ class _WorkerFunction(KeyedCoProcessFunction):
 
 
 class _UpdaterFunction(ProcessFunction):
-    def __init__(self, spec, config: TrainConfig, workers: int):
-        self._spec, self._config, self._workers = spec, config, workers
+    def __init__(self, model, config: TrainConfig, workers: int):
+        self._model, self._config, self._workers = model, config, workers
 
     def open(self, runtime_context: RuntimeContext):
-        self._updater = Updater(self._workers, _model(self._spec, self._config))
+        self._updater = Updater(self._workers, _adapter(self._model, self._config))
 
     def process_element(self, value, ctx):
         message = wire.decode_message(bytes(value))
@@ -102,51 +103,30 @@ class _UpdaterFunction(ProcessFunction):
 
 def flinkml(batches, *, model, config: TrainConfig) -> DataStream:
     """The Flink ML pattern on ``batches``; returns the workers' metrics (JSON strings)."""
-    from pyflink.common import WatermarkStrategy
-    from pyflink.datastream import StreamExecutionEnvironment
-    from pyflink.datastream.connectors import Sink, Source
-    from pyflink.java_gateway import get_gateway
-
-    env = StreamExecutionEnvironment(batches._j_data_stream.getExecutionEnvironment())
-    prepare_environment(env, config)
-    add_channel_jar(env)
-    n, name = config.replicas, config.name
-    keys = pinned_keys(n)
-    loop_id = f"{name}-{uuid.uuid4().hex}"
-    feedback = get_gateway().jvm.pyflinktensair.feedback
-    # Routed and keyed on the JVM exactly as our replicas' inputs are (pyflink_tensair.flink.routing).
-    start = routing.start_markers(env, keys, name=f"{name}: start markers", uid=f"{name}-start")
-    routed = routing.round_robin(batches, keys).name(f"{name}: route")
-    source = env.from_source(Source(feedback.FeedbackSource(loop_id)),
-                             WatermarkStrategy(feedback.FeedbackSource.watermarkStrategy()),
-                             f"{name}: model source", type_info=types.bytes_type()).set_parallelism(1)
-    fanned = routing.to_peers(source, keys, include_sender=True).name(f"{name}: to all workers").set_parallelism(1)
-    workers = (routing.keyed_by_replica(routed.union(start))
-               .connect(routing.keyed_by_replica(fanned))
-               .process(_WorkerFunction(model, config), output_type=Types.STRING())
-               .name(f"{name}: workers").set_parallelism(n).set_max_parallelism(DEFAULT_MAX_PARALLELISM))
-    tag = types.feedback_tag(name)
-    gradients = DataStream(workers._j_data_stream.getSideOutput(tag.get_java_output_tag()))
-    models = (gradients.process(_UpdaterFunction(model, config, n), output_type=types.bytes_type())
-              .name(f"{name}: updater").set_parallelism(1))
-    sink = models.sink_to(Sink(feedback.FeedbackSink(loop_id))).name(f"{name}: model sink").set_parallelism(1)
-    co_location = f"{loop_id}-loop"
-    source._j_data_stream.getTransformation().setCoLocationGroupKey(co_location)
-    sink._j_data_stream_sink.getTransformation().setCoLocationGroupKey(co_location)
+    n = config.replicas
+    # Routed, keyed and looped exactly as our replicas' inputs are (pyflink_tensair.flink.loop).
+    loop = FeedbackLoop(batches, config)
+    workers = (loop.keyed_inputs().connect(loop.keyed_feedback(1, include_sender=True))
+               .process(_WorkerFunction(model, config), output_type=Types.STRING()))
+    workers = loop.training_operator(loop.named(workers, "workers", "workers"))
+    gradients = loop.side_output(workers, types.feedback_tag(config.name))
+    models = loop.named(gradients.process(_UpdaterFunction(model, config, n), output_type=types.bytes_type()),
+                        "updater", "updater").set_parallelism(1)
+    loop.close(models, 1)
     return workers
 
 
 class _SingleModel(MapFunction):
     """One Keras model fitted batch by batch with ``train_on_batch`` (the Kafka-ML / TensorFlow-IO way)."""
 
-    def __init__(self, spec, config: TrainConfig):
-        self._spec, self._config = spec, config
+    def __init__(self, model, config: TrainConfig):
+        self._model_argument, self._config = model, config
 
     def open(self, runtime_context: RuntimeContext):
         from pyflink_tensair.models.keras_adapter import configure_tensorflow_threads, load_model
 
         configure_tensorflow_threads(self._config.tf_intra_op_threads)
-        self._model = load_model(self._spec, seed=self._config.seed)
+        self._model = load_model(self._model_argument, seed=self._config.seed)
         self._steps = 0
         self._times = []
 
@@ -171,4 +151,5 @@ def single(batches, *, model, config: TrainConfig) -> DataStream:
 
     env = StreamExecutionEnvironment(batches._j_data_stream.getExecutionEnvironment())
     prepare_environment(env, config)
-    return batches.map(_SingleModel(model, config), output_type=Types.STRING()).name(f"{config.name}: one model").set_parallelism(1)
+    return (batches.map(_SingleModel(model, config), output_type=Types.STRING())
+            .name(f"{config.name}: one model").uid(f"{config.name}-one-model").set_parallelism(1))

@@ -59,9 +59,6 @@ class PeakMemory:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def add_root(self, pid: int) -> None:
-        self._roots.append(pid)
-
     def sample(self) -> None:
         seen, todo = set(), list(self._roots)
         while todo:

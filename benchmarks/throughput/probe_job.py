@@ -32,7 +32,7 @@ def parse_args(argv):
     parser.add_argument("--rate", type=float, default=0.0)
     parser.add_argument("--batches", type=int, required=True)
     parser.add_argument("--batch-size", type=int)
-    parser.add_argument("--bound", type=int, default=4, help="the staleness bound of --system bounded")
+    parser.add_argument("--staleness-bound", type=int, default=4, help="the staleness bound of --system bounded")
     parser.add_argument("--tf-threads", type=int, default=1)
     parser.add_argument("--outdir", required=True)
     args, _ = parser.parse_known_args(argv)
@@ -79,7 +79,7 @@ def main(argv=None):
     env = StreamExecutionEnvironment.get_execution_environment()
     batches = batch_source(env, args.batches, workload.make_batch, rate=args.rate, name="bench")
     held = max(256, args.batches)  # open loop: a waiting replica holds what arrives (the backlog is the measure)
-    staleness = {"bounded": args.bound, "sync": 0}.get(args.system)  # dasgd and the baselines: None
+    staleness = {"bounded": args.staleness_bound, "sync": 0}.get(args.system)  # dasgd and the baselines: None
     config = TrainConfig(replicas=args.replicas, staleness_bound=staleness, tf_intra_op_threads=args.tf_threads,
                          buffer_capacity=held, name="bench")
     if args.system in OURS:

@@ -45,7 +45,7 @@ class Spec:
     seconds: float = 15.0
     min_batches: int = 30
     bisections: int = 1
-    bound: int = 4
+    staleness_bound: int = 4  # of the system "bounded"
     tf_threads: int = 1
     probe_timeout_s: float = 600.0
     limit_batches: int = 60
@@ -76,7 +76,7 @@ def _run_probe(spec: Spec, system: str, workload: str, replicas: int, rate: floa
     outdir = tempfile.mkdtemp(prefix="tensair-bench-")
     try:
         args = ["--system", system, "--workload", workload, "--replicas", str(replicas), "--rate", str(rate),
-                "--batches", str(batches), "--bound", str(spec.bound), "--tf-threads", str(spec.tf_threads),
+                "--batches", str(batches), "--staleness-bound", str(spec.staleness_bound), "--tf-threads", str(spec.tf_threads),
                 "--outdir", outdir]
         from pyflink_tensair import cluster
 
@@ -151,7 +151,7 @@ def run_one(spec: Spec, system: str, workload: str, replicas: int, mode: str, cl
 
     record = {"system": system, "workload": workload, "replicas": replicas, "mode": mode,
               "description": workloads.get(workload).description,
-              "tf_intra_op_threads": spec.tf_threads, "staleness_bound": {"dasgd": None, "bounded": spec.bound, "sync": 0}.get(system),
+              "tf_intra_op_threads": spec.tf_threads, "staleness_bound": {"dasgd": None, "bounded": spec.staleness_bound, "sync": 0}.get(system),
               "date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine()}
     try:
         if system == "limit":

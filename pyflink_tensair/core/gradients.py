@@ -11,6 +11,8 @@ from typing import Dict, Iterable, List, Sequence
 
 import numpy as np
 
+from ..errors import ConfigError
+
 from .messages import Gradient, Gradients, SparseGradient
 
 
@@ -46,11 +48,11 @@ def sum_gradients(gradient_sets: Iterable[Gradients]) -> Gradients:
     """Sums gradient dicts name by name, in the order given."""
     sets = list(gradient_sets)
     if not sets:
-        raise ValueError("sum_gradients needs at least one set of gradients")
+        raise ConfigError("sum_gradients needs at least one set of gradients")
     names = list(sets[0])
     for other in sets[1:]:
         if list(other) != names:
-            raise ValueError(
+            raise ConfigError(
                 f"gradient sets name different variables: {sorted(names)} vs {sorted(other)}"
             )
     return {name: _sum_one([s[name] for s in sets]) for name in names}
@@ -70,10 +72,6 @@ def average_gradients(gradient_sets: Sequence[Gradients]) -> Gradients:
     """The mean of gradient dicts, summed in the order given (synchronous SGD's update)."""
     total = sum_gradients(gradient_sets)
     return total if len(gradient_sets) == 1 else scale_gradients(total, 1.0 / len(gradient_sets))
-
-
-def gradients_nbytes(gradients: Gradients) -> int:
-    return sum(g.nbytes for g in gradients.values())
 
 
 def dense_nbytes(gradients: Gradients) -> int:

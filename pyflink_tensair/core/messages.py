@@ -11,6 +11,8 @@ from typing import Dict, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
+from ..errors import ConfigError
+
 Scalar = Union[int, float, str, bool, None]
 
 
@@ -33,12 +35,12 @@ class SparseGradient:
 
     def __post_init__(self):
         if self.indices.ndim != 1 or self.values.shape[:1] != self.indices.shape:
-            raise ValueError(
+            raise ConfigError(
                 "SparseGradient needs 1-D indices and one row of values per index. Received: "
                 f"indices.shape={self.indices.shape}, values.shape={self.values.shape}"
             )
         if tuple(self.values.shape[1:]) != tuple(self.dense_shape[1:]):
-            raise ValueError(
+            raise ConfigError(
                 "SparseGradient rows must match the dense shape. Received: "
                 f"values.shape={self.values.shape}, dense_shape={self.dense_shape}"
             )

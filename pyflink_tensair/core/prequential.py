@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
+from ..errors import ConfigError
+
 
 def in_stream_order(records: Sequence) -> list:
     """Per-batch records that carry a score, ordered by batch id (the order of the input stream)."""
@@ -30,7 +32,7 @@ def sliding_mean(records: Sequence, field: str, *, window: int) -> List[Tuple[in
     Batches whose ``field`` is ``None`` are skipped.
     """
     if window < 1:
-        raise ValueError(f"window must be >= 1. Received: window={window}")
+        raise ConfigError(f"window must be >= 1. Received: window={window}")
     values = [getattr(r, field) for r in in_stream_order(records)]
     values = [v for v in values if v is not None]
     curve, total = [], 0.0
@@ -45,7 +47,7 @@ def sliding_mean(records: Sequence, field: str, *, window: int) -> List[Tuple[in
 def segment_means(records: Sequence, field: str, *, segment: int) -> List[Optional[float]]:
     """Mean of ``field`` over batch ids ``[k * segment, (k + 1) * segment)`` for each ``k`` seen."""
     if segment < 1:
-        raise ValueError(f"segment must be >= 1. Received: segment={segment}")
+        raise ConfigError(f"segment must be >= 1. Received: segment={segment}")
     sums, counts = {}, {}
     for r in in_stream_order(records):
         value = getattr(r, field)

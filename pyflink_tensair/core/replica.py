@@ -41,7 +41,8 @@ from typing import Callable, Deque, Dict, List, Optional
 
 import numpy as np
 
-from ..config import Mode
+from ..config import Mode, TrainConfig
+from ..errors import ConfigError, ProtocolError
 from . import wire
 from .events import Broadcast, FinalModel, Metrics, Prediction, weights_digest
 from .gradients import average_gradients, dense_nbytes, sum_gradients
@@ -55,14 +56,22 @@ _RATE_WINDOW = 32
 class Replica:
     """See the module docstring. ``clock`` returns seconds (``time.time`` by default)."""
 
+    @classmethod
+    def from_config(cls, replica_id: int, model: TrainableModel, config: TrainConfig, **kwargs) -> "Replica":
+        """Replica ``replica_id`` of ``config.replicas``, with the config's protocol settings."""
+        return cls(replica_id, config.replicas, model, staleness_bound=config.staleness_bound,
+                   broadcast_every=config.broadcast_every, buffer_capacity=config.buffer_capacity,
+                   mode=config.mode, **kwargs)
+
     def __init__(self, replica_id: int, replicas: int, model: TrainableModel, *,
                  staleness_bound: Optional[int] = None, broadcast_every: int = 1,
                  buffer_capacity: int = 64, mode: Mode = Mode.TRAIN,
                  clock: Callable[[], float] = time.time):
         if not 0 <= replica_id < replicas:
-            raise ValueError(f"replica_id must be in [0, {replicas}). Received: replica_id={replica_id}")
+            raise ConfigError(f"replica_id must be in [0, {replicas}). Received: replica_id={replica_id}")
         if staleness_bound == 0 and broadcast_every != 1:
-            raise ValueError("broadcast_every must be 1 when staleness_bound=0")
+            raise ConfigError("broadcast_every must be 1 when staleness_bound=0. "
+                              f"Received: broadcast_every={broadcast_every}")
         self.id = replica_id
         self.replicas = replicas
         self.model = model
@@ -113,7 +122,7 @@ class Replica:
     def on_batch(self, batch: Batch) -> List[Event]:
         """A mini-batch arrives. Returns the events to emit."""
         if self.input_ended:
-            raise RuntimeError(f"replica {self.id} received a batch after its input ended")
+            raise ProtocolError(f"replica {self.id} received a batch after its input ended")
         if self.mode is Mode.SERVE:
             return self._serve(batch)
         out: List[Event] = []
@@ -132,7 +141,7 @@ class Replica:
     def on_gradient(self, message: PeerMessage) -> List[Event]:
         """A peer's message arrives (in the order its channel delivered it)."""
         if message.sender == self.id or not 0 <= message.sender < self.replicas:
-            raise ValueError(f"replica {self.id} received a message from sender {message.sender}")
+            raise ProtocolError(f"replica {self.id} received a message from sender {message.sender}")
         out: List[Event] = []
         if isinstance(message, DoneMessage):
             self._peer_final[message.sender] = message.final_step

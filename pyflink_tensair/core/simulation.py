@@ -5,11 +5,16 @@ while batch ``t`` is handled is delivered to each peer once batch ``t + delivery
 handed out, in the order messages were sent, so a larger delay models a slower feedback loop.
 Messages go through the wire format by default, so byte counts are those Flink would carry.
 
+:func:`simulate` takes the :class:`~pyflink_tensair.config.TrainConfig` that ``train()`` takes; the
+fields that mean nothing in one process (``latency``, ``workers``, ``tf_intra_op_threads``,
+``name``) are ignored, and ``seed`` is the model factory's business.
+
 Example::
 
+    >>> from pyflink_tensair.config import TrainConfig
     >>> from pyflink_tensair.testing import LinearModel, make_regression_batches
     >>> result = simulate(lambda r: LinearModel(3, seed=0), make_regression_batches(8, 3),
-    ...                   replicas=2, staleness_bound=0)
+    ...                   TrainConfig(replicas=2, staleness_bound=0))
     >>> result.replica_max_weight_diff()
     0.0
 """
@@ -18,11 +23,12 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..config import Mode
+from ..config import TrainConfig
+from ..errors import ConfigError, ProtocolError
 from . import wire
 from .events import Broadcast, FinalModel, Metrics, Prediction
 from .messages import Batch
@@ -32,7 +38,16 @@ from .replica import Replica
 
 @dataclass
 class SimulationResult:
-    replicas: List[Replica]
+    """What an in-process run gives back.
+
+    :func:`~pyflink_tensair.testing.check_protocol` reads only ``metrics`` (the ``"batch"``
+    records' ``replica``, ``local_step``, ``batch_id``, ``staleness`` and ``bound_overflows``) and
+    ``final_models`` (one :class:`FinalModel` per replica id ``0 .. n - 1``): another runner's
+    result needs those two attributes only. ``replicas`` holds the runner's state machines
+    (:class:`Replica` here).
+    """
+
+    replicas: List[Any]
     predictions: List[Prediction] = field(default_factory=list)
     metrics: List[Metrics] = field(default_factory=list)
     final_models: Dict[int, FinalModel] = field(default_factory=dict)
@@ -53,16 +68,48 @@ def max_weight_diff(weight_sets: Sequence[Dict[str, np.ndarray]]) -> float:
     return diff
 
 
-def simulate(make_model: Callable[[int], TrainableModel], batches: Sequence[Batch], *,
-             replicas: int = 2, staleness_bound=None, broadcast_every: int = 1,
-             buffer_capacity: int = 64, delivery_delay: int = 0, mode: Mode = Mode.TRAIN,
+class DelayLine:
+    """Messages in flight: each is delivered once the tick ``delay`` after its sending has come.
+
+    Messages due by the same tick are delivered in the order they were sent.
+    """
+
+    def __init__(self, delay: int):
+        if not isinstance(delay, int) or delay < 0:
+            raise ConfigError(f"delivery_delay must be an int >= 0. Received: delivery_delay={delay!r}")
+        self.delay = delay
+        self._queue = collections.deque()  # (due_tick, destination, message)
+
+    def send(self, tick: int, destination: int, message) -> None:
+        self._queue.append((tick + self.delay, destination, message))
+
+    def deliver(self, until_tick: Optional[int], handle: Callable[[int, Any, int], None]) -> None:
+        """Calls ``handle(destination, message, tick)`` for every message due by ``until_tick``
+        (``None``: until nothing is in flight, including what the handler sends)."""
+        while self._queue and (until_tick is None or self._queue[0][0] <= until_tick):
+            tick, destination, message = self._queue.popleft()
+            handle(destination, message, tick)
+
+
+def as_train_config(config) -> TrainConfig:
+    """``config`` itself, once checked to be a :class:`TrainConfig` (a runner's first line)."""
+    if not isinstance(config, TrainConfig):
+        raise ConfigError(f"config must be a TrainConfig. Received: config={config!r}")
+    return config
+
+
+def simulate(make_model: Callable[[int], TrainableModel], batches: Sequence[Batch],
+             config: TrainConfig = TrainConfig(), *, delivery_delay: int = 0,
              through_wire: bool = True) -> SimulationResult:
-    """Trains ``replicas`` replicas (``make_model(r)`` builds replica ``r``'s model) on ``batches``."""
-    nodes = [Replica(r, replicas, make_model(r), staleness_bound=staleness_bound,
-                     broadcast_every=broadcast_every, buffer_capacity=buffer_capacity, mode=mode)
-             for r in range(replicas)]
+    """Trains ``config.replicas`` replicas (``make_model(r)`` builds replica ``r``'s model) on ``batches``.
+
+    Raises :class:`~pyflink_tensair.errors.ProtocolError` if a replica never finishes.
+    """
+    config = as_train_config(config)
+    replicas = config.replicas
+    nodes = [Replica.from_config(r, make_model(r), config) for r in range(replicas)]
     result = SimulationResult(nodes)
-    in_flight = collections.deque()  # (due_tick, destination, message)
+    line = DelayLine(delivery_delay)
 
     def collect(sender: int, events, tick: int) -> None:
         for event in events:
@@ -75,7 +122,7 @@ def simulate(make_model: Callable[[int], TrainableModel], batches: Sequence[Batc
                 result.messages += 1
                 for peer in range(replicas):
                     if peer != sender:
-                        in_flight.append((tick + delivery_delay, peer, message))
+                        line.send(tick, peer, message)
             elif isinstance(event, Prediction):
                 result.predictions.append(event)
             elif isinstance(event, Metrics):
@@ -83,20 +130,18 @@ def simulate(make_model: Callable[[int], TrainableModel], batches: Sequence[Batc
             elif isinstance(event, FinalModel):
                 result.final_models[event.replica] = event
 
-    def deliver(until_tick) -> None:
-        while in_flight and (until_tick is None or in_flight[0][0] <= until_tick):
-            tick, peer, message = in_flight.popleft()
-            collect(peer, nodes[peer].on_gradient(message), tick)
+    def on_message(peer: int, message, tick: int) -> None:
+        collect(peer, nodes[peer].on_gradient(message), tick)
 
     for tick, batch in enumerate(batches):
         r = tick % replicas
         collect(r, nodes[r].on_batch(batch), tick)
-        deliver(tick)
+        line.deliver(tick, on_message)
     end_tick = len(batches)
     for node in nodes:
         collect(node.id, node.on_input_end(), end_tick)
-    deliver(None)
+    line.deliver(None, on_message)
     stuck = [n.id for n in nodes if not n.finished]
     if stuck:
-        raise RuntimeError(f"replicas {stuck} never finished: the protocol deadlocked")
+        raise ProtocolError(f"replicas {stuck} never finished: the protocol deadlocked")
     return result

@@ -151,19 +151,6 @@ def _check_entry(entry, data_len: int, previous_end: int) -> Tuple[str, np.dtype
     return name, dt, tuple(shape), offset, nbytes
 
 
-def read_header(data) -> Tuple[int, Dict]:
-    """``(kind, meta)`` of a record without touching its arrays (for routing)."""
-    kind, header_len = _parse_prefix(data)
-    try:
-        header = json.loads(bytes(data[_PREFIX.size:_PREFIX.size + header_len]).decode("utf-8"))
-        meta = header["meta"]
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
-        raise WireFormatError(f"record header is not valid: {err!r}") from None
-    if not isinstance(meta, dict):
-        raise WireFormatError("record header: 'meta' must be an object")
-    return kind, meta
-
-
 def decode_record(data) -> Tuple[int, Dict, Dict[str, np.ndarray]]:
     """Decodes any record into ``(kind, meta, tensors)``, checking every field."""
     kind, header_len = _parse_prefix(data)

@@ -22,19 +22,12 @@ import subprocess
 import tempfile
 import zipfile
 
+from ..cache import cache_dir
 from ..errors import JavaToolchainError
 
-JAVA_PACKAGE = "pyflinktensair.feedback"
 _SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "java")
 _INSTALL_HINT = ("Install a JDK 17 (for example 'apt-get install openjdk-17-jdk-headless') and put its "
                  "'javac' on PATH, or set JAVA_HOME to it.")
-
-
-def cache_dir() -> str:
-    """Where built jars are kept: $PYFLINK_TENSAIR_CACHE, else $XDG_CACHE_HOME or ~/.cache."""
-    root = os.environ.get("PYFLINK_TENSAIR_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "pyflink_tensair")
-    return root
 
 
 def find_javac() -> str:

@@ -18,7 +18,8 @@ from .functions import END_OF_TIME
 def collate_pairs(records: Sequence) -> Batch:
     """Default collate: each record is ``(features, label)`` (a tuple, list or Row); labels optional."""
     if not all(len(r) in (1, 2) for r in records):
-        raise ValueError("to_batches' default collate takes records of the form (features, label)")
+        raise ConfigError("to_batches' default collate takes records of the form (features, label). "
+                          f"Received: {records[0]!r}")
     x = np.asarray([r[0] for r in records], dtype=np.float32)
     y = np.asarray([r[1] for r in records]) if len(records[0]) == 2 else None
     return Batch(x=x, y=y)

@@ -13,7 +13,8 @@ _LOCAL_NETWORK_MEMORY = "256mb"  # room for 1 MB network buffers (Flink's local 
 _LOOPBACK_ADDRESS = "python.loopback-server.address"  # set by PyFlink when it chose loopback
 
 
-def _env_configuration(env):
+def env_configuration(env):
+    """The PyFlink ``Configuration`` of ``env`` (changes to it reach the job)."""
     from pyflink.common import Configuration
     from pyflink.util.java_utils import get_j_env_configuration
 
@@ -28,7 +29,7 @@ def is_local(env) -> bool:
 
 def prepare_environment(env, config: TrainConfig) -> None:
     """Applies the latency settings, process-mode workers and the interpreter to ``env``."""
-    conf = _env_configuration(env)
+    conf = env_configuration(env)
     if conf.get_string("python.execution-mode", "process") == "thread":
         raise ConfigError(
             "python.execution-mode must be 'process' for jobs that hold Keras models (TensorFlow "
@@ -67,7 +68,7 @@ def add_channel_jar(env) -> str:
 
     path = channel_jar()
     url = "file://" + path
-    conf = _env_configuration(env)
+    conf = env_configuration(env)
     if url not in conf.get_string("pipeline.jars", ""):
         env.add_jars(url)
     return path

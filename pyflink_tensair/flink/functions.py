@@ -16,6 +16,7 @@ from ..config import TrainConfig
 from ..core import wire
 from ..core.events import Broadcast, FinalModel, Metrics, Prediction
 from ..core.replica import Replica
+from ..errors import ProtocolError
 from . import types
 
 END_OF_TIME = 2 ** 63 - 1  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
@@ -30,9 +31,9 @@ class ReplicaFunction(KeyedCoProcessFunction):
     on its Keras model every ``probe_every_s`` seconds and once at the end).
     """
 
-    def __init__(self, model_spec, config: TrainConfig, keys: List[int],
+    def __init__(self, model, config: TrainConfig, keys: List[int],
                  probe: Optional[Callable] = None, probe_every_s: float = 5.0):
-        self._spec = model_spec
+        self._model = model
         self._config = config
         self._keys = keys
         self._probe = probe
@@ -45,10 +46,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
         cfg = self._config
         index = runtime_context.get_index_of_this_subtask()
         configure_tensorflow_threads(cfg.tf_intra_op_threads)
-        model = KerasModelAdapter(load_model(self._spec, seed=cfg.seed))
-        self._replica = Replica(index, cfg.replicas, model, staleness_bound=cfg.staleness_bound,
-                                broadcast_every=cfg.broadcast_every, buffer_capacity=cfg.buffer_capacity,
-                                mode=cfg.mode)
+        model = KerasModelAdapter(load_model(self._model, seed=cfg.seed))
+        self._replica = Replica.from_config(index, model, cfg)
         self._metrics_tag = types.metrics_tag(cfg.name)
         self._feedback_tag = types.feedback_tag(cfg.name)
         self._models_tag = types.models_tag(cfg.name)
@@ -75,7 +74,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         key = ctx.get_current_key()
         key = key[0] if isinstance(key, (tuple, list)) else key  # Row(key) on the JVM
         if key != self._keys[self._replica.id]:
-            raise RuntimeError(
+            raise ProtocolError(
                 f"subtask {self._replica.id} received key {key}, expected {self._keys[self._replica.id]}: "
                 "replica pinning is broken (was the operator's max parallelism changed?)")
         if not self._timer_registered:

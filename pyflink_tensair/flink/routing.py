@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 from typing import List
 
+from ..errors import ConfigError
+
 DEFAULT_MAX_PARALLELISM = 128
 
 
@@ -22,7 +24,7 @@ def pinned_keys(parallelism: int, max_parallelism: int = DEFAULT_MAX_PARALLELISM
         2
     """
     if not 1 <= parallelism <= max_parallelism:
-        raise ValueError(f"parallelism must be in [1, {max_parallelism}]. Received: {parallelism}")
+        raise ConfigError(f"parallelism must be in [1, {max_parallelism}]. Received: {parallelism}")
     from pyflink.java_gateway import get_gateway
 
     jvm = get_gateway().jvm

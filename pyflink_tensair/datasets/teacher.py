@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import wire
-from .core.messages import Batch
+from ..core import wire
+from ..core.messages import Batch
 
 
 def teacher_classification_batch(index: int, *, batch_size: int, features: int, classes: int, seed: int) -> Batch:

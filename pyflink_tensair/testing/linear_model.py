@@ -1,10 +1,11 @@
-"""A testing kit: an exact NumPy model, seeded data and the in-process :func:`simulate`.
+"""An exact NumPy model and seeded regression data, for tests of the protocol and of pipelines.
 
-Use these to test the protocol, or your own pipeline around it, without Flink or TensorFlow::
+Example::
 
-    >>> result = simulate(lambda r: LinearModel(4, seed=1), make_regression_batches(6, 4), replicas=3)
-    >>> len(result.predictions)
-    6
+    >>> model = LinearModel(3, seed=0)
+    >>> result = model.compute_gradients(make_regression_batches(1, 3)[0])
+    >>> result.predictions.shape, sorted(result.gradients)
+    ((16,), ['b', 'w'])
 """
 
 from __future__ import annotations
@@ -13,11 +14,8 @@ from typing import Dict, List
 
 import numpy as np
 
-from .core.messages import Batch, Gradients
-from .core.model_api import StepResult
-from .core.simulation import SimulationResult, max_weight_diff, simulate
-
-__all__ = ["LinearModel", "make_regression_batches", "simulate", "SimulationResult", "max_weight_diff"]
+from ..core.messages import Batch, Gradients
+from ..core.model_api import StepResult
 
 
 class LinearModel:

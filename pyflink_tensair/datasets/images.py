@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Tuple
+from typing import List, Tuple
 
 import numpy as np
 
+from ..core.messages import Batch
+from ..errors import ConfigError, DataError, DataNotFoundError
+
 CIFAR10_RECORD = 1 + 32 * 32 * 3  # a label byte, then 1024 red, 1024 green, 1024 blue bytes
 CIFAR10_TRAIN_FILES = [f"data_batch_{i}.bin" for i in range(1, 6)]
+CIFAR10_TEST_FILE = "test_batch.bin"
 
 
 def load_digits() -> Tuple[np.ndarray, np.ndarray]:
@@ -27,27 +31,37 @@ def load_digits() -> Tuple[np.ndarray, np.ndarray]:
     return x, digits.target.astype(np.int64)
 
 
+def cifar10_files(folder: str, *, train: bool = True) -> List[str]:
+    """The CIFAR-10 binary batches present in ``folder``: ``data_batch_1.bin`` .. ``data_batch_5.bin``
+    (``train``) or ``test_batch.bin``. Raises DataNotFoundError when the folder does not exist or,
+    for the training files, holds none of them."""
+    if not os.path.isdir(folder):
+        raise DataNotFoundError(f"CIFAR-10 folder {folder!r} does not exist")
+    names = CIFAR10_TRAIN_FILES if train else [CIFAR10_TEST_FILE]
+    paths = [os.path.join(folder, n) for n in names if os.path.isfile(os.path.join(folder, n))]
+    if train and not paths:
+        found = sorted(os.path.basename(p) for p in glob.glob(os.path.join(folder, "*")))[:10]
+        raise DataNotFoundError(f"no CIFAR-10 binary batches ({', '.join(names)}) in {folder!r}; it holds {found}")
+    return paths
+
+
 def read_cifar10(folder: str, *, train: bool = True) -> Tuple[np.ndarray, np.ndarray]:
     """Reads CIFAR-10's binary version (``data_batch_1.bin`` .. ``data_batch_5.bin``, or ``test_batch.bin``).
 
     Returns ``(x, y)``: float32 images in [0, 1] of shape (N, 32, 32, 3) and int64 labels. Files
     present are read in order; a file whose size is not a whole number of records is an error.
     """
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"CIFAR-10 folder {folder!r} does not exist")
-    names = CIFAR10_TRAIN_FILES if train else ["test_batch.bin"]
-    paths = [os.path.join(folder, n) for n in names if os.path.isfile(os.path.join(folder, n))]
+    paths = cifar10_files(folder, train=train)
     if not paths:
-        found = sorted(os.path.basename(p) for p in glob.glob(os.path.join(folder, "*")))[:10]
-        raise FileNotFoundError(f"no CIFAR-10 binary batches ({', '.join(names)}) in {folder!r}; it holds {found}")
+        raise DataNotFoundError(f"no CIFAR-10 test batch ({CIFAR10_TEST_FILE}) in {folder!r}")
     images, labels = [], []
     for path in paths:
         raw = np.fromfile(path, dtype=np.uint8)
         if raw.size == 0 or raw.size % CIFAR10_RECORD:
-            raise ValueError(f"{path} holds {raw.size} bytes, not a whole number of {CIFAR10_RECORD}-byte CIFAR-10 records")
+            raise DataError(f"{path} holds {raw.size} bytes, not a whole number of {CIFAR10_RECORD}-byte CIFAR-10 records")
         records = raw.reshape(-1, CIFAR10_RECORD)
         if records[:, 0].max() > 9:
-            raise ValueError(f"{path} has labels above 9: not a CIFAR-10 binary batch")
+            raise DataError(f"{path} has labels above 9: not a CIFAR-10 binary batch")
         labels.append(records[:, 0].astype(np.int64))
         images.append(records[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
     return np.concatenate(images).astype(np.float32) / 255.0, np.concatenate(labels)
@@ -91,17 +105,17 @@ class ImageStream:
     def __init__(self, spec: str, *, batch_size: int, seed: int = 0):
         self.kind, self.folder = parse_image_spec(spec)
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1. Received: batch_size={batch_size}")
+            raise ConfigError(f"batch_size must be >= 1. Received: batch_size={batch_size}")
         self.spec = spec
         self.batch_size = batch_size
         self.seed = seed
         self._train = None
         self._permutations = {}
         if self.kind == "cifar10":
-            self._check_cifar10_folder()
+            cifar10_files(self.folder)  # fails here, in the client, if the folder is unfit
         size = self.train_size
         if size < batch_size:
-            raise ValueError(f"{spec!r} has {size} training images, fewer than one batch of {batch_size}")
+            raise DataError(f"{spec!r} has {size} training images, fewer than one batch of {batch_size}")
         self.batches_per_pass = size // batch_size
 
     @property
@@ -118,17 +132,7 @@ class ImageStream:
             return 1797 - DIGITS_HOLDOUT
         if self.kind == "synthetic":
             return SYNTHETIC_PASS
-        return sum(os.path.getsize(p) for p in self._cifar10_paths(train=True)) // CIFAR10_RECORD
-
-    def _cifar10_paths(self, *, train: bool):
-        names = CIFAR10_TRAIN_FILES if train else ["test_batch.bin"]
-        return [os.path.join(self.folder, n) for n in names if os.path.isfile(os.path.join(self.folder, n))]
-
-    def _check_cifar10_folder(self) -> None:
-        if not os.path.isdir(self.folder):
-            raise FileNotFoundError(f"CIFAR-10 folder {self.folder!r} does not exist")
-        if not self._cifar10_paths(train=True):
-            raise FileNotFoundError(f"no CIFAR-10 binary batches ({', '.join(CIFAR10_TRAIN_FILES)}) in {self.folder!r}")
+        return sum(os.path.getsize(p) for p in cifar10_files(self.folder)) // CIFAR10_RECORD
 
     def _data(self):
         if self._train is None:
@@ -139,9 +143,7 @@ class ImageStream:
                 self._train = read_cifar10(self.folder, train=True)
         return self._train
 
-    def __call__(self, index: int) -> "Batch":
-        from .core.messages import Batch
-
+    def __call__(self, index: int) -> Batch:
         index = int(index)
         epoch, position = divmod(index, self.batches_per_pass)
         meta = {"id": index, "pass": epoch}
@@ -157,13 +159,11 @@ class ImageStream:
     def holdout(self, batch_size: int = 256):
         """Held-out batches: digits' last 297 images, CIFAR-10's ``test_batch.bin`` if present
         (else none), synthetic batches numbered beyond any stream."""
-        from .core.messages import Batch
-
         if self.kind == "digits":
             x, y = load_digits()
             x, y = x[-DIGITS_HOLDOUT:], y[-DIGITS_HOLDOUT:]
         elif self.kind == "cifar10":
-            if not self._cifar10_paths(train=False):
+            if not cifar10_files(self.folder, train=False):
                 return []
             x, y = read_cifar10(self.folder, train=False)
         else:
@@ -179,4 +179,4 @@ def parse_image_spec(spec: str) -> Tuple[str, str]:
         return kind, ""
     if kind == "cifar10" and folder:
         return kind, folder
-    raise ValueError(f"data must be 'digits', 'cifar10:FOLDER' or 'synthetic'. Received: {spec!r}")
+    raise ConfigError(f"data must be 'digits', 'cifar10:FOLDER' or 'synthetic'. Received: {spec!r}")

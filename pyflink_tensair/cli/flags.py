@@ -1,0 +1,173 @@
+"""The flags every job shares, checked by the rules of the settings they fill in.
+
+A flag that becomes a :class:`~pyflink_tensair.TrainConfig` or
+:class:`~pyflink_tensair.LatencySettings` field is checked by that class itself
+(:func:`config_value`), so a rule is written once and a bad value is refused while the command
+line is parsed, with the class's own message::
+
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="job")
+    >>> add_job_arguments(parser, batches=100, batch_size=32)
+    >>> args = parser.parse_args(["--replicas", "3", "--staleness-bound", "none"])
+    >>> config_from_args(args).replicas, config_from_args(args).staleness_bound is None
+    (3, True)
+    >>> config_value("replicas")("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: replicas must be an int >= 1. Received: replicas=0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Callable, Optional
+
+from ..config import LatencySettings, TrainConfig, WorkerMode
+from ..errors import ConfigError
+
+
+def parse_staleness_bound(text: str) -> Optional[int]:
+    """``"none"`` -> ``None`` (unbounded DASGD); otherwise the int (checked by :class:`TrainConfig`)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"staleness_bound must be an int >= 0 or 'none'. Received: {text!r}") from None
+
+
+def checked_by(check: Callable[[str], object], *, keep_text: bool = False):
+    """An argparse ``type`` that runs ``check(text)`` and turns its ConfigError into argparse's
+    error; the flag's value is what ``check`` returned (``keep_text``: the text itself)."""
+
+    def parse(text: str):
+        try:
+            result = check(text)
+        except ConfigError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+        return text if keep_text else result
+
+    parse.__name__ = getattr(check, "__name__", "value")  # argparse names it in "invalid ... value"
+    return parse
+
+
+def config_value(field: str, parse: Callable[[str], object] = int, settings=TrainConfig):
+    """An argparse ``type`` that parses a flag with ``parse`` and checks the value by the rule of
+    ``settings.<field>`` (``settings(**{field: value})``): the rule is the class's own."""
+
+    def value_of(text: str):
+        value = parse(text)
+        settings(**{field: value})
+        return value
+
+    value_of.__name__ = getattr(parse, "__name__", field)
+    return checked_by(value_of)
+
+
+def at_least(minimum, parse: Callable[[str], object] = int, name: str = "value"):
+    """An argparse ``type`` for a job's own numeric flag: ``parse(text) >= minimum``."""
+
+    def check(text: str):
+        value = parse(text)
+        if value < minimum:
+            kind = "an int" if parse is int else "a number"
+            raise argparse.ArgumentTypeError(f"{name} must be {kind} >= {minimum}. Received: {name}={value!r}")
+        return value
+
+    check.__name__ = parse.__name__
+    return check
+
+
+def greater_than(bound: float, name: str):
+    """An argparse ``type`` for a float flag that must exceed ``bound``."""
+
+    def check(text: str) -> float:
+        value = float(text)
+        if not value > bound:
+            raise argparse.ArgumentTypeError(f"{name} must be a number > {bound}. Received: {name}={value!r}")
+        return value
+
+    check.__name__ = "float"
+    return check
+
+
+def keras_path(text: str) -> str:
+    """An argparse ``type``: the path of a ``.keras`` file to write."""
+    if not text.endswith(".keras"):
+        raise argparse.ArgumentTypeError(f"save must name a .keras file. Received: save={text!r}")
+    return text
+
+
+def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int], batch_size: Optional[int],
+                      window: int = 50, staleness_bound: Optional[int] = None) -> None:
+    """The flags every job shares. ``batches``/``batch_size`` ``None``: the job picks them (say so in its help)."""
+    parser.add_argument("--replicas", type=config_value("replicas"), default=2, help="model replicas (default: 2)")
+    parser.add_argument("--staleness-bound", type=config_value("staleness_bound", parse_staleness_bound),
+                        default=staleness_bound,
+                        help="an int >= 0 (0 = synchronous SGD) or 'none' (unbounded DASGD); "
+                             f"default: {'none' if staleness_bound is None else staleness_bound}")
+    parser.add_argument("--broadcast-every", type=config_value("broadcast_every"), default=1,
+                        help="local steps per gradient message")
+    parser.add_argument("--batches", type=at_least(1, name="batches"), default=batches,
+                        help=f"stop after this many mini-batches (default: {batches or 'the whole stream'})")
+    parser.add_argument("--batch-size", type=at_least(1, name="batch_size"), default=batch_size,
+                        help=f"records per mini-batch (default: {batch_size or 'the job decides'})")
+    parser.add_argument("--rate", type=at_least(0, float, "rate"), default=0.0,
+                        help="pace the source at this many mini-batches per second (default 0: as fast as the job takes them)")
+    parser.add_argument("--seed", type=config_value("seed"), default=0, help="seed of the data and of the model's initial weights")
+    parser.add_argument("--summary", metavar="PATH", help="write a JSON summary of the run to PATH")
+    parser.add_argument("--outdir", metavar="DIR", help="where metrics and final models are written (default: runs/<job>-<time>)")
+    parser.add_argument("--logdir", metavar="DIR", help="write TensorBoard logs (loss, accuracy, batches/s, staleness) to DIR")
+    parser.add_argument("--save", metavar="PATH", type=keras_path, help="save replica 0's final model to PATH (a .keras file)")
+    parser.add_argument("--score-window", type=at_least(1, name="score_window"), default=window,
+                        help=f"batches in the sliding window of the prequential scores (default: {window})")
+    parser.add_argument("--workers", choices=[m.value for m in WorkerMode], default=WorkerMode.PROCESS.value,
+                        help="Python workers of a local mini-cluster: separate processes (default) or loopback")
+    parser.add_argument("--tf-threads", type=config_value("tf_intra_op_threads"), default=1,
+                        help="TensorFlow intra-op threads per replica (default: 1)")
+    parser.add_argument("--buffer-capacity", type=config_value("buffer_capacity"), default=None,
+                        help="batches a replica may hold while the staleness bound stops it (default: the job's)")
+    parser.add_argument("--progress-every", type=greater_than(0, "progress_every"), default=3.0,
+                        help="seconds between progress lines")
+    defaults = LatencySettings()
+    for flag, field in (("--bundle-size", "bundle_size"), ("--bundle-time-ms", "bundle_time_ms"),
+                        ("--buffer-timeout-ms", "buffer_timeout_ms")):
+        parser.add_argument(flag, type=config_value(field, settings=LatencySettings), default=getattr(defaults, field),
+                            help=f"LatencySettings.{field} (default: {getattr(defaults, field)})")
+
+
+HELD_BYTES_PER_REPLICA = 1 << 30
+
+
+def held_batches_capacity(args, total_batches: int, batch_bytes: int) -> int:
+    """``--buffer-capacity``, or a default that lets the staleness bound hold on an unpaced stream.
+
+    Unpaced, the source outruns replicas that wait for the gradient loop; when their buffer is
+    full they train beyond the bound, and every such step puts one more message in the loop,
+    which then grows without end (messages are far larger than batches). So a bounded stream is
+    held whole, up to about 1 GiB of batches per replica; a paced one keeps the usual 256.
+    """
+    if args.buffer_capacity is not None:
+        return args.buffer_capacity
+    if args.rate > 0:
+        return 256
+    per_replica = -(-total_batches // args.replicas)
+    return max(256, min(per_replica, HELD_BYTES_PER_REPLICA // max(1, batch_bytes)))
+
+
+def config_from_args(args, **overrides) -> TrainConfig:
+    """The :class:`TrainConfig` the flags describe; ``overrides`` set other fields (``name``, ...)."""
+    latency = LatencySettings(bundle_size=args.bundle_size, bundle_time_ms=args.bundle_time_ms,
+                              buffer_timeout_ms=args.buffer_timeout_ms)
+    fields = dict(replicas=args.replicas, staleness_bound=args.staleness_bound, broadcast_every=args.broadcast_every,
+                  seed=args.seed, workers=args.workers, tf_intra_op_threads=args.tf_threads, latency=latency)
+    if args.buffer_capacity is not None:
+        fields["buffer_capacity"] = args.buffer_capacity
+    fields.update(overrides)
+    return TrainConfig(**fields)
+
+
+def default_outdir(job: str) -> str:
+    return os.path.abspath(os.path.join("runs", f"{job}-{time.strftime('%Y%m%d-%H%M%S')}"))
