@@ -105,7 +105,7 @@ def show_neighbours(record: dict) -> str:
 
 
 def quality(corpus: CorpusBatches, args, model, outdir: str):
-    """``finish`` for the runner: cosine quality before/after, final neighbours, the vectors file."""
+    """``finish`` for run_job: cosine quality before/after, final neighbours, the vectors file."""
     from pyflink_tensair.models.keras_adapter import load_model
 
     def finish(summary, metrics, models, probes):

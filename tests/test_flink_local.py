@@ -106,3 +106,29 @@ def test_worker_mode_decides_where_python_functions_run(tmp_path, workers):
         assert seen == {os.getpid()}
     else:
         assert seen and os.getpid() not in seen
+
+
+@pytest.mark.parametrize("output", ["metrics", "predictions"])
+def test_execute_and_collect_returns_an_output_and_runs_the_other_sinks(tmp_path, output):
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from pyflink_tensair import decode_prediction, train
+    from pyflink_tensair.core.events import Metrics
+    from pyflink_tensair.flink.sinks import write_records
+
+    from flink_harness import MODEL, numbered_batches, read_results
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    out = train(numbered_batches(env, 6), model=MODEL, config=TrainConfig(replicas=2, name="collect"))
+    write_records(out.models, str(tmp_path), "model", name="collect")  # a sink of the user's, beside the collect
+    with getattr(out, output).execute_and_collect() as collected:
+        records = list(collected)
+    if output == "metrics":
+        metrics = [Metrics.from_json(r) for r in records]
+        assert sorted(m.batch_id for m in metrics if m.phase == "batch") == list(range(6))
+        assert sorted(m.replica for m in metrics if m.phase == "final") == [0, 1]
+    else:
+        rows = [decode_prediction(r) for r in records]
+        assert sorted(r["batch_id"] for r in rows) == list(range(6))
+        assert all(r["predictions"].shape == (32, 4) for r in rows)
+    assert sorted(read_results(tmp_path).models) == [0, 1]  # the job ran its other sinks and ended

@@ -114,7 +114,7 @@ def _broken():
     raise RuntimeError("boom")
 
 
-@pytest.mark.parametrize("spec, message", [
+@pytest.mark.parametrize("model, message", [
     (_uncompiled, "must be compiled with an optimizer and a loss"),
     (lambda: 42, "must return a keras.Model"),
     (_broken, "failed: RuntimeError('boom')"),
@@ -122,9 +122,9 @@ def _broken():
     ("model.h5", "path to a .keras file"),
     (3, "must be a function returning a compiled keras.Model"),
 ])
-def test_bad_model_specs_raise_model_errors(spec, message):
+def test_bad_model_arguments_raise_model_errors(model, message):
     with pytest.raises(ModelError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        load_model(spec)
+        load_model(model)
 
 
 def test_synchronous_replicas_match_a_plain_sequential_run_of_averaged_gradients():

@@ -105,8 +105,25 @@ def encode_record(kind: int, meta: Mapping, tensors: Mapping[str, np.ndarray]) -
 
 def peek_kind(data: bytes) -> int:
     """The kind byte of a record, after checking its prefix."""
+    data = as_bytes(data)
     _parse_prefix(data)
     return data[KIND_OFFSET]
+
+
+def as_bytes(data):
+    """``data`` itself, or, for a list of ints, those bytes: ``execute_and_collect()`` hands a Flink
+    byte array back as a list of Java's signed bytes (-128 .. 127).
+
+    Example::
+
+        >>> as_bytes([84, -1]), as_bytes(b"T")
+        (b'T\\xff', b'T')
+    """
+    if not isinstance(data, list):
+        return data
+    if not all(isinstance(b, int) and -128 <= b <= 255 for b in data):
+        raise WireFormatError("a list that stands for bytes must hold ints in -128 .. 255")
+    return bytes(b & 0xFF for b in data)
 
 
 def _parse_prefix(data) -> Tuple[int, int]:
@@ -152,7 +169,9 @@ def _check_entry(entry, data_len: int, previous_end: int) -> Tuple[str, np.dtype
 
 
 def decode_record(data) -> Tuple[int, Dict, Dict[str, np.ndarray]]:
-    """Decodes any record into ``(kind, meta, tensors)``, checking every field."""
+    """Decodes any record into ``(kind, meta, tensors)``, checking every field. ``data``: bytes
+    (or a memoryview, a bytearray, or a list of ints as :func:`as_bytes` takes)."""
+    data = as_bytes(data)
     kind, header_len = _parse_prefix(data)
     try:
         header = json.loads(bytes(data[_PREFIX.size:_PREFIX.size + header_len]).decode("utf-8"))

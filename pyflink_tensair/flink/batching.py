@@ -12,6 +12,7 @@ from ..core import wire
 from ..core.messages import Batch
 from ..errors import ConfigError
 from . import types
+from .environment import use_this_interpreter
 from .functions import END_OF_TIME
 
 
@@ -72,15 +73,27 @@ def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch]
     slow stream still trains. Batches get consecutive ids. Runs as one subtask (batch order is
     the arrival order).
 
-    Example::
+    Records from ``env.from_collection`` need no ``type_info`` (they travel pickled; NumPy
+    features too); with one, use Java doubles, e.g. ``Types.TUPLE([Types.PRIMITIVE_ARRAY(
+    Types.DOUBLE()), Types.LONG()])`` (``Types.PICKLED_BYTE_ARRAY()`` fails there with a
+    ``ClassCastException``).
 
-        records = env.from_collection([([0.1, 0.2], 1), ([0.3, 0.4], 0)], type_info=Types.PICKLED_BYTE_ARRAY())
+    Example (``tests/test_examples.py`` runs it)::
+
+        from pyflink.datastream import StreamExecutionEnvironment
+        from pyflink_tensair import decode_batch, to_batches
+
+        env = StreamExecutionEnvironment.get_execution_environment()
+        records = env.from_collection([([0.1, 0.2], 1), ([0.3, 0.4], 0), ([0.5, 0.6], 1)])
         batches = to_batches(records, batch_size=2)
+        with batches.execute_and_collect() as collected:
+            print([decode_batch(b).y.tolist() for b in collected])    # [[1, 0], [1]]
     """
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ConfigError(f"batch_size must be an int >= 1. Received: batch_size={batch_size!r}")
     if max_wait_ms is not None and (not isinstance(max_wait_ms, int) or max_wait_ms < 1):
         raise ConfigError(f"max_wait_ms must be an int >= 1 or None. Received: max_wait_ms={max_wait_ms!r}")
+    use_this_interpreter(records._j_data_stream.getExecutionEnvironment())
     keyed = records.key_by(lambda _: 0, key_type=Types.INT())
     keyed._j_data_stream.getTransformation().getInputs()[0].setUid(f"{name}-batcher-key")
     return (keyed.process(_Batcher(batch_size, collate, max_wait_ms), output_type=types.bytes_type())

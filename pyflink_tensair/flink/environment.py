@@ -14,17 +14,31 @@ _LOOPBACK_ADDRESS = "python.loopback-server.address"  # set by PyFlink when it c
 
 
 def env_configuration(env):
-    """The PyFlink ``Configuration`` of ``env`` (changes to it reach the job)."""
+    """The PyFlink ``Configuration`` of ``env`` (changes to it reach the job). ``env``: a PyFlink
+    environment or its Java one (``stream._j_data_stream.getExecutionEnvironment()``: wrapping
+    that in a new PyFlink environment would start another loopback server)."""
     from pyflink.common import Configuration
     from pyflink.util.java_utils import get_j_env_configuration
 
-    return Configuration(j_configuration=get_j_env_configuration(env._j_stream_execution_environment))
+    j_env = getattr(env, "_j_stream_execution_environment", env)
+    return Configuration(j_configuration=get_j_env_configuration(j_env))
 
 
 def is_local(env) -> bool:
     from pyflink.util.java_utils import get_j_env_configuration, is_local_deployment
 
     return bool(is_local_deployment(get_j_env_configuration(env._j_stream_execution_environment)))
+
+
+def use_this_interpreter(env) -> None:
+    """Makes the job's Python workers run this interpreter, unless the job names one (``env`` as
+    :func:`env_configuration` takes it): PyFlink's
+    default, ``python`` on the PATH, has no pyflink in a virtual environment that is not activated
+    (``No module named 'pyflink'`` in every worker)."""
+    conf = env_configuration(env)
+    for key in ("python.executable", "python.client.executable"):
+        if not conf.contains_key(key):
+            conf.set_string(key, sys.executable)
 
 
 def prepare_environment(env, config: TrainConfig) -> None:
@@ -36,9 +50,7 @@ def prepare_environment(env, config: TrainConfig) -> None:
             "deadlocks in thread mode). Received: python.execution-mode='thread'")
     conf.set_string("python.execution-mode", "process")
     local = is_local(env)
-    for key in ("python.executable", "python.client.executable"):
-        if not conf.contains_key(key):
-            conf.set_string(key, sys.executable)
+    use_this_interpreter(env)
     if config.latency is not None:
         for key, value in config.latency.as_flink_options().items():
             if key.startswith("python."):

@@ -81,10 +81,12 @@ def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: f
         out = train(batches, model=build_model)
     """
     from . import types
+    from .environment import use_this_interpreter
 
     if not isinstance(count, int) or count < 1:
         raise ConfigError(f"count must be an int >= 1. Received: count={count!r}")
     paced = PacedBatches(make_batch, rate)  # checks the rate here, before the job starts
+    use_this_interpreter(env)
     numbers = number_sequence(env, 0, count - 1, name=f"{name}: batch numbers", uid=f"{name}-batch-numbers")
     return (numbers.map(paced, output_type=types.bytes_type())
             .name(f"{name}: make batches" + (f" at {rate:g}/s" if rate else "")).uid(f"{name}-make-batches")

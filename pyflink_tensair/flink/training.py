@@ -11,10 +11,8 @@ plumbing is :class:`~.loop.FeedbackLoop`'s)::
           └──────────── feedback sink (N) ◄───────────────────────────┘   ├─► probes (side output, JSON)
                                                                               feedback (side output)
 
-The feedback sink and source, the router and the fan-out are Java (``pyflink_tensair/feedback/java``):
-a batch meets Python first in its replica, a gradient only in the replicas it is for. Sink ``i``
-and source ``i`` share a co-location group, so they always share a JVM. The source ends after relaying its
-replica's done marker, so the job ends by itself when the batches end.
+Only the replicas run Python (see :mod:`.loop` for the Java plumbing). The job ends by itself when
+the batches end: every replica then sends a done marker, and the feedback sources end after them.
 """
 
 from __future__ import annotations
@@ -43,6 +41,10 @@ class TrainOutput:
         probes: JSON strings of what ``probe`` returned while training and at the end (empty
             without a probe).
         loop_id: identifies this job's feedback channel.
+        model: the ``model`` argument ``train`` got (to rebuild the trained models).
+
+    Any of the streams can be collected with ``execute_and_collect()``, which runs the whole job
+    (the sinks attached to the other streams too) and ends with it.
     """
 
     predictions: object
@@ -50,6 +52,15 @@ class TrainOutput:
     models: object
     probes: object
     loop_id: str
+    model: object = None
+
+    def collect_keras_models(self) -> list:
+        """Runs the job and returns each replica's trained ``keras.Model``, replica ``r`` at
+        index ``r`` (:func:`~.results.keras_models` of ``models.execute_and_collect()``)."""
+        from .results import keras_models
+
+        with self.models.execute_and_collect() as records:
+            return keras_models(records, self.model)
 
 
 def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: bool = True,
@@ -73,13 +84,24 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
     Returns:
         :class:`TrainOutput` with the predictions, metrics and models streams.
 
-    Example::
+    Example (the README's; ``tests/test_examples.py`` runs both)::
 
+        import numpy as np
+        from pyflink.datastream import StreamExecutionEnvironment
+        from pyflink_tensair import TrainConfig, to_batches, train
+        from pyflink_tensair.models import zoo
+
+        x = np.random.default_rng(0).normal(size=(2048, 20))
+        y = (x[:, 0] > 0) + 2 * (x[:, 1] > 0)                     # 4 classes
         env = StreamExecutionEnvironment.get_execution_environment()
-        batches = env.from_collection([encode_batch(b) for b in my_batches], type_info=types.bytes_type())
-        out = train(batches, model=zoo.quickstart_classifier, config=TrainConfig(replicas=2))
-        out.metrics.print()
-        env.execute()
+        records = env.from_collection([(f.tolist(), int(c)) for f, c in zip(x, y)])  # any DataStream of (features, label)
+        batches = to_batches(records, batch_size=64)             # or batch_source(env, n, make_batch, rate=...)
+        out = train(batches, model=zoo.quickstart_classifier,    # a builder of a compiled keras.Model,
+                    config=TrainConfig(replicas=2, staleness_bound=None))  # or the path of a saved .keras model
+        # out.predictions: one row per input batch (replica, batch_id, model_version, loss, accuracy, predictions)
+        # out.metrics: JSON per trained batch and per replica at the end; out.probes: with train(..., probe=fn)
+        models = out.collect_keras_models()                      # runs the job: replica r's keras.Model is models[r]
+        print("accuracy", np.mean(models[0].predict(x, verbose=0).argmax(axis=1) == y))
     """
     if not isinstance(config, TrainConfig):
         raise ConfigError(f"config must be a TrainConfig. Received: {type(config).__name__}")
@@ -113,4 +135,5 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
     metrics = side_output(types.metrics_tag(config.name), "metrics", "metrics")
     models = side_output(types.models_tag(config.name), "models", "final models")
     probes = side_output(types.probes_tag(config.name), "probes", "probes")
-    return TrainOutput(predictions=replicas, metrics=metrics, models=models, probes=probes, loop_id=loop.loop_id)
+    return TrainOutput(predictions=replicas, metrics=metrics, models=models, probes=probes, loop_id=loop.loop_id,
+                       model=model)

@@ -67,7 +67,7 @@ def decode_prediction(row) -> dict:
         3
     """
     out = {name: row[i] for i, name in enumerate(PREDICTION_FIELDS)}
-    out["predictions"] = wire.decode_tensors(bytes(out["predictions"]))[1]["y_pred"]
+    out["predictions"] = wire.decode_tensors(out["predictions"])[1]["y_pred"]
     for key in ("loss", "accuracy"):
         if out[key] is not None and math.isnan(out[key]):
             out[key] = None
@@ -80,8 +80,8 @@ def encode_final_model(event: FinalModel) -> bytes:
 
 
 def decode_final_model(data) -> FinalModel:
-    """Decodes a record of the ``models`` stream."""
-    meta, tensors = wire.decode_tensors(bytes(data))
+    """Decodes a record of the ``models`` stream (as a sink or ``execute_and_collect()`` gets it)."""
+    meta, tensors = wire.decode_tensors(data)
     return FinalModel(int(meta["replica"]), int(meta["model_version"]), dict(tensors),
                       str(meta.get("initial_digest", "")))
 

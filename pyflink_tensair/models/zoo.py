@@ -68,7 +68,7 @@ def digits_cnn(learning_rate: float = 0.001) -> "keras.Model":
 
 def word2vec(vocabulary: int = 50_000, dim: int = 300, negatives: int = 4,
              learning_rate: float = 256.0) -> "keras.Model":
-    """Skip-gram with negative sampling, the batches of :class:`pyflink_tensair.text.SkipGramBatches`.
+    """Skip-gram with negative sampling, the batches of :class:`pyflink_tensair.word2vec.SkipGramBatches`.
 
     Inputs ``target`` (int32, shape ()) and ``context`` (int32, shape (1 + negatives,)); two
     ``vocabulary`` x ``dim`` tables, ``target_embedding`` (the word vectors to keep) and

@@ -1,0 +1,55 @@
+"""The public entry points' examples run as written: the README's "use it in your own pipeline"
+snippet (which is also ``train``'s docstring example) and ``to_batches``' docstring example."""
+
+import inspect
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("pyflink")
+
+from pyflink_tensair import cluster, to_batches, train  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.flink
+
+
+def readme_snippet() -> str:
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    section = readme[readme.index("## Use it in your own pipeline"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def docstring_example(function) -> str:
+    """The indented block after the docstring's "Example ...::" line."""
+    doc = inspect.getdoc(function)
+    block = re.search(r"Example[^\n]*::\n\n(.*)", doc, re.S).group(1)
+    return textwrap.dedent(block).strip() + "\n"
+
+
+def run_python(code: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=str(cwd),
+                          env=cluster.client_environment())
+
+
+def test_the_readme_snippet_is_trains_docstring_example():
+    assert docstring_example(train) == readme_snippet()
+
+
+def test_the_readme_snippet_trains_two_replicas_and_returns_keras_models(tmp_path):
+    result = run_python(readme_snippet(), tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    accuracy = float(re.search(r"^accuracy (\S+)$", result.stdout, re.M).group(1))
+    assert accuracy > 0.4, result.stdout  # four classes: chance is 0.25
+
+
+def test_the_to_batches_example_runs_as_written(tmp_path):
+    example = docstring_example(to_batches)
+    result = run_python(example, tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = re.search(r"# (\[.*\])$", example, re.M).group(1)
+    assert result.stdout.strip().splitlines()[-1] == expected
