@@ -1,9 +1,12 @@
-"""Data sets that can be had offline, as NumPy arrays. No pyflink import.
+"""Image data sets that can be had offline, as NumPy arrays, and any of them as a stream. No pyflink import.
 
 - :func:`load_digits`: scikit-learn's handwritten digits (1,797 real 8x8 images, 10 classes), shipped
   inside its wheel.
-- :func:`read_cifar10`: the standard CIFAR-10 binary batches from a folder the user provides.
+- :func:`read_cifar10`: the standard CIFAR-10 binary batches from a folder the user provides
+  (:func:`cifar10_files` finds them; :func:`write_cifar10` writes the format, for tests).
 - :func:`synthetic_images`: generated 32x32x3 images in 10 classes, for throughput runs only.
+- :class:`ImageStream`: batch ``i`` of one of them replayed pass after pass, for a Flink source;
+  :func:`parse_image_spec` reads the job's ``--data`` value.
 """
 
 from __future__ import annotations

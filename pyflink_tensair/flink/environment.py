@@ -18,9 +18,11 @@ def env_configuration(env):
     environment or its Java one (``stream._j_data_stream.getExecutionEnvironment()``: wrapping
     that in a new PyFlink environment would start another loopback server)."""
     from pyflink.common import Configuration
+    from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.util.java_utils import get_j_env_configuration
 
-    j_env = getattr(env, "_j_stream_execution_environment", env)
+    # not getattr(env, ...): a py4j object answers every attribute name
+    j_env = env._j_stream_execution_environment if isinstance(env, StreamExecutionEnvironment) else env
     return Configuration(j_configuration=get_j_env_configuration(j_env))
 
 
