@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     p_run = sub.add_parser("run", help="probe rates and write one JSON record per run")
     p_run.add_argument("--spec", metavar="JSON", help="a JSON file of Spec fields (systems, workloads, replicas, modes, seconds, ...)")
     p_run.add_argument("--quick", action="store_true", help="a small spec that runs in a few minutes")
-    p_run.add_argument("--systems", help="comma-separated subset of: dasgd,bounded,sync,flinkml,single,limit")
+    p_run.add_argument("--systems", help="comma-separated subset of: dasgd,bounded,sync,flinkml,flinkml_full,single,limit")
     p_run.add_argument("--workloads", help="comma-separated: dense,sparse")
     p_run.add_argument("--replicas", help="comma-separated replica counts, e.g. 1,2")
     p_run.add_argument("--modes", help="comma-separated: local,cluster")

@@ -87,6 +87,22 @@ def test_updater_refuses_a_gradient_of_an_old_model():
         updater.on_gradient(GradientUpdate(0, 3, {}))
 
 
+def test_the_faithful_updater_broadcasts_the_whole_model_and_the_variant_only_changed_rows():
+    from benchmarks.throughput.flinkml_protocol import GradientUpdate
+    from pyflink_tensair.core.messages import SparseGradient
+
+    gradients = {"w": SparseGradient(np.array([1]), np.array([0.5]), (4,)), "b": np.array([0.1])}
+    whole = Updater(1, LinearModel(4), broadcast="model")
+    (update,) = whole.on_gradient(GradientUpdate(0, 0, gradients))
+    assert all(isinstance(v, np.ndarray) for v in update.weights.values())
+    assert all(np.array_equal(update.weights[k], v) for k, v in whole.model.get_weights().items())
+    changed = Updater(1, LinearModel(4), broadcast="changed")
+    (update,) = changed.on_gradient(GradientUpdate(0, 0, gradients))
+    assert update.weights["w"].indices.tolist() == [1] and whole.bytes_broadcast > changed.bytes_broadcast
+    with pytest.raises(ValueError, match="broadcast must be one of"):
+        Updater(1, LinearModel(4), broadcast="rows")
+
+
 def _record(system, workload, replicas, rate, mode="local", **extra):
     return {"system": system, "workload": workload, "replicas": replicas, "mode": mode, "sustainable_rate": rate,
             "tf_intra_op_threads": 1, "date": "2026-11-30 10:00:00", "description": f"{workload} workload",
@@ -101,7 +117,7 @@ def test_report_states_ratios_to_flinkml_and_to_the_limit(tmp_path):
                _record("flinkml", "dense", 1, 4.0), _record("flinkml", "dense", 2, 3.0),
                {**_record("dasgd", "dense", 4, 16.0), "probes": [{"rate": 32.0, "sustainable": False},
                                                                  {"rate": 16.0, "sustainable": True, "model_busy_fraction": 0.61}]},
-               _record("flinkml", "dense", 4, 2.0),
+               _record("flinkml", "dense", 4, 2.0), _record("flinkml_full", "dense", 2, 2.0),
                {**_record("sync", "dense", 2, None), "probes": [], "error": "RuntimeError: boom"}]
     results.write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / "docs" / "benchmarks.md"
@@ -109,8 +125,10 @@ def test_report_states_ratios_to_flinkml_and_to_the_limit(tmp_path):
     text = out.read_text()
     assert "Machine: 2 cores, 23.5 GiB" in text and "python -m benchmarks run --quick" in text
     assert "dasgd / flinkml = 2.00 at 1 replica, 4.00 at 2" in text
-    assert "dasgd 2 replicas / 1 replica = 1.50" in text and "dasgd 1 replica / limit 1 core = 0.40" in text
+    assert "dasgd 2 replicas / 1 replica = 1.50" in text and "dasgd 1 replica / limit 1 process = 0.40" in text
     assert "| dasgd | 2 | local | 12 | 4.00 | 0.30 |" in text
+    assert "dasgd 2 replicas / limit 2 processes = 0.30; limit 2 / 1 processes = 2.00" in text
+    assert "dasgd / flinkml_full (whole model) at 2 = 6.00" in text and "| flinkml_full | 2 | local | 2 |" in text
     assert "at 4 replicas dasgd / flinkml = 8.00, dasgd 4 / 1 = 2.00" in text
     assert "| dasgd | 4 | local | 16 | 8.00 | n/a | 32: no, 16: ok | 0.61 |" in text
     assert "FAILED: RuntimeError: boom" in text
@@ -139,6 +157,15 @@ def test_quick_benchmark_runs_end_to_end(tmp_path):
                               capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert rendered.returncode == 0, rendered.stderr[-2000:]
     assert "dasgd / flinkml" in doc.read_text()
+
+
+@pytest.mark.flink
+def test_limit_runs_one_plain_loop_per_replica_at_once():
+    from benchmarks.throughput.run import Spec, run_limit
+
+    limit = run_limit(Spec(limit_batches=12), "dense", 2)
+    assert limit["processes"] == 2 and len(limit["process_rates"]) == 2 and min(limit["process_rates"]) > 0
+    assert limit["sustainable_rate"] == pytest.approx(sum(limit["process_rates"]), abs=1e-2)
 
 
 def test_bad_spec_is_refused():

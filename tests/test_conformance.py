@@ -3,6 +3,8 @@
 import dataclasses
 import functools
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -26,8 +28,10 @@ def test_dasgd_replicas_keep_the_protocol_over_the_whole_grid():
     assert len(check_protocol(linear, BATCHES)) == 27
 
 
-def test_flinkml_baseline_keeps_the_protocol():
-    assert len(check_protocol(linear, BATCHES, run=simulate_flinkml, staleness_bounds=(0,))) == 9
+@pytest.mark.parametrize("broadcast", ["changed", "model"])
+def test_flinkml_baseline_keeps_the_protocol(broadcast):
+    run = functools.partial(simulate_flinkml, broadcast=broadcast)
+    assert len(check_protocol(linear, BATCHES, run=run, staleness_bounds=(0,))) == 9
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ def main(argv=None):
     spec = Spec()
     rows = []
     for workload in args.workloads.split(","):
-        limit = run_limit(spec, workload, 1)["single_core_rate"]
+        limit = run_limit(spec, workload, 1)["sustainable_rate"]  # one plain loop in one process
         for replicas in [int(r) for r in args.replicas.split(",")]:
             result = _run_probe(spec, args.system, workload, replicas, 0.0, args.batches, "local", None)
             records = result["records"][len(result["records"]) // 5:]  # past the compile of the first steps

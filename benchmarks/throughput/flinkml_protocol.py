@@ -7,8 +7,10 @@ and broadcasts version ``v + 1``; only then do the workers take their next batch
 finished when the model that includes its gradient is back at its worker (that is when its
 ``Metrics`` record is emitted).
 
-The broadcast carries every dense weight and, of an embedding table, only the rows the step
-changed (the "changed rows" variant: a full 50,000 x 300 x 2 table would be 120 MB per step).
+What the updater broadcasts (``broadcast``): ``"model"``, the whole model at every global step, as
+Flink ML itself does (its model-data stream; for word2vec's two 50,000 x 300 tables, 120 MB per
+step); or ``"changed"``, every dense weight and, of an embedding table, only the rows the step
+changed: a faster variant of the pattern that Flink ML does not have.
 
 Example (two workers and the updater of a NumPy model, messages routed by hand)::
 
@@ -128,8 +130,14 @@ class Worker:
                        delay_s=None if scheduled is None else now - float(scheduled))
 
 
+BROADCASTS = ("changed", "model")
+
+
 class Updater:
-    def __init__(self, workers: int, model):
+    def __init__(self, workers: int, model, *, broadcast: str = "changed"):
+        if broadcast not in BROADCASTS:
+            raise ValueError(f"broadcast must be one of {BROADCASTS}. Received: broadcast={broadcast!r}")
+        self.broadcast = broadcast
         self.model = model
         self.version = 0
         self._alive = set(range(workers))
@@ -159,6 +167,9 @@ class Updater:
         self.model.apply_gradients(average)
         self.version += 1
         weights = self.model.get_weights()
+        if self.broadcast == "model":
+            self.bytes_broadcast += sum(v.nbytes for v in weights.values())
+            return [ModelUpdate(self.version, weights)]
         changed = {}
         for name, grad in average.items():
             if isinstance(grad, SparseGradient):
@@ -171,7 +182,7 @@ class Updater:
 
 
 def simulate_flinkml(make_model: Callable[[int], object], batches: Sequence[Batch], config: TrainConfig, *,
-                     delivery_delay: int = 0, through_wire: bool = True) -> SimulationResult:
+                     delivery_delay: int = 0, through_wire: bool = True, broadcast: str = "changed") -> SimulationResult:
     """Runs ``config.replicas`` workers and the updater in one process, routed as ``simulate`` routes replicas.
 
     Batch ``i`` goes to worker ``i % replicas``; gradients go to the updater and each model version
@@ -180,6 +191,7 @@ def simulate_flinkml(make_model: Callable[[int], object], batches: Sequence[Batc
     ``make_model(0)``. ``through_wire`` sends every message through the wire format as the Flink job
     (``graphs.py``) does. The pattern is synchronous SGD with a central updater: only
     ``staleness_bound=0`` is accepted. ``final_models`` hold each worker's weights at the end.
+    ``broadcast``: what the updater sends (:class:`Updater`).
 
     Example::
 
@@ -196,7 +208,7 @@ def simulate_flinkml(make_model: Callable[[int], object], batches: Sequence[Batc
     n = config.replicas
     workers = [Worker(r, make_model(r)) for r in range(n)]
     digests = [weights_digest(w.model.get_weights()) for w in workers]
-    updater = Updater(n, make_model(0))
+    updater = Updater(n, make_model(0), broadcast=broadcast)
     result = SimulationResult(workers)
     line = DelayLine(delivery_delay)
     ended = []

@@ -1,4 +1,5 @@
-"""The Flink jobs of the baselines: the Flink ML pattern (``flinkml``) and one model in one operator
+"""The Flink jobs of the baselines: the Flink ML pattern (``flinkml``: the updater broadcasts the rows a
+step changed; ``flinkml_full``: the whole model, as Flink ML itself does) and one model in one operator
 (``single``). Our own systems are ``pyflink_tensair.train`` with a staleness bound.
 
 Same batch source, codec, latency settings, Python worker mode and TensorFlow thread budget as our
@@ -82,11 +83,11 @@ class _WorkerFunction(KeyedCoProcessFunction):
 
 
 class _UpdaterFunction(ProcessFunction):
-    def __init__(self, model, config: TrainConfig, workers: int):
-        self._model, self._config, self._workers = model, config, workers
+    def __init__(self, model, config: TrainConfig, workers: int, broadcast: str):
+        self._model, self._config, self._workers, self._broadcast = model, config, workers, broadcast
 
     def open(self, runtime_context: RuntimeContext):
-        self._updater = Updater(self._workers, _adapter(self._model, self._config))
+        self._updater = Updater(self._workers, _adapter(self._model, self._config), broadcast=self._broadcast)
 
     def process_element(self, value, ctx):
         message = wire.decode_message(bytes(value))
@@ -101,8 +102,9 @@ class _UpdaterFunction(ProcessFunction):
                 yield wire.encode_message(DoneMessage(0, event.version))
 
 
-def flinkml(batches, *, model, config: TrainConfig) -> DataStream:
-    """The Flink ML pattern on ``batches``; returns the workers' metrics (JSON strings)."""
+def flinkml(batches, *, model, config: TrainConfig, broadcast: str = "changed") -> DataStream:
+    """The Flink ML pattern on ``batches``; returns the workers' metrics (JSON strings).
+    ``broadcast``: ``"model"`` (Flink ML's own: the whole model every step) or ``"changed"``."""
     n = config.replicas
     # Routed, keyed and looped exactly as our replicas' inputs are (pyflink_tensair.flink.loop).
     loop = FeedbackLoop(batches, config)
@@ -110,7 +112,7 @@ def flinkml(batches, *, model, config: TrainConfig) -> DataStream:
                .process(_WorkerFunction(model, config), output_type=Types.STRING()))
     workers = loop.training_operator(loop.named(workers, "workers", "workers"))
     gradients = loop.side_output(workers, types.feedback_tag(config.name))
-    models = loop.named(gradients.process(_UpdaterFunction(model, config, n), output_type=types.bytes_type()),
+    models = loop.named(gradients.process(_UpdaterFunction(model, config, n, broadcast), output_type=types.bytes_type()),
                         "updater", "updater").set_parallelism(1)
     loop.close(models, 1)
     return workers

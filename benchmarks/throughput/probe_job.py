@@ -21,7 +21,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [ROOT] + [p for p in sys.path if os.path.abspath(p or ".") not in (HERE, ROOT)]
 
 OURS = ("dasgd", "bounded", "sync")
-SYSTEMS = list(OURS) + ["flinkml", "single", "limit"]
+FLINKML = {"flinkml": "changed", "flinkml_full": "model"}  # system -> what its updater broadcasts
+SYSTEMS = list(OURS) + list(FLINKML) + ["single", "limit"]
 
 
 def parse_args(argv):
@@ -84,8 +85,9 @@ def main(argv=None):
                          buffer_capacity=held, name="bench")
     if args.system in OURS:
         metrics = train(batches, model=workload.model, config=config, check_model=False).metrics
-    elif args.system == "flinkml":
-        metrics = benchmarks.throughput.graphs.flinkml(batches, model=workload.model, config=config)
+    elif args.system in FLINKML:
+        metrics = benchmarks.throughput.graphs.flinkml(batches, model=workload.model, config=config,
+                                                       broadcast=FLINKML[args.system])
     else:
         metrics = benchmarks.throughput.graphs.single(batches, model=workload.model, config=config)
     write_json_lines(metrics, args.outdir, "metrics", name="bench").set_parallelism(1)

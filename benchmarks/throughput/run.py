@@ -36,11 +36,12 @@ PROBE_JOB = os.path.join(ROOT, "benchmarks", "throughput", "probe_job.py")
 class Spec:
     """What to run. ``seconds``: arrival time covered by each probe (batches = rate x seconds)."""
 
-    systems: List[str] = field(default_factory=lambda: ["dasgd", "bounded", "sync", "flinkml", "single", "limit"])
+    systems: List[str] = field(default_factory=lambda: ["dasgd", "bounded", "sync", "flinkml", "flinkml_full", "single",
+                                                        "limit"])
     workloads: List[str] = field(default_factory=lambda: ["dense", "sparse"])
     replicas: List[int] = field(default_factory=lambda: [1, 2])
     modes: List[str] = field(default_factory=lambda: ["local", "cluster"])
-    cluster_systems: List[str] = field(default_factory=lambda: ["dasgd", "flinkml"])
+    cluster_systems: List[str] = field(default_factory=lambda: ["dasgd", "flinkml", "flinkml_full"])
     cluster_replicas: List[int] = field(default_factory=lambda: [2])
     seconds: float = 15.0
     min_batches: int = 30
@@ -137,12 +138,45 @@ def _curves(records: List[Metrics], points: int = 40) -> dict:
             "accuracy_last": next((m.accuracy for m in reversed(ordered) if m.accuracy is not None), None)}
 
 
+def concurrent_rates(record_sets: List[List[Metrics]]) -> List[float]:
+    """Each plain loop's rate while all of them ran: over the window from the latest first record
+    to the earliest last one, each loop's first fifth left out (its first steps compile).
+
+    Example::
+
+        >>> from types import SimpleNamespace as S
+        >>> fast = [S(time=t / 10) for t in range(100)]       # 10/s from 0 to 9.9 s
+        >>> slow = [S(time=5 + t / 5) for t in range(50)]     # 5/s from 5 to 14.8 s
+        >>> [round(r, 2) for r in concurrent_rates([fast, slow])]
+        [10.0, 5.0]
+    """
+    kept = [sorted(m.time for m in records[len(records) // 5:]) for records in record_sets]
+    start, end = max(times[0] for times in kept), min(times[-1] for times in kept)
+    if not end > start:
+        raise RuntimeError(f"the {len(kept)} plain loops never ran at the same time: make limit_batches larger")
+    rates = []
+    for times in kept:
+        inside = [t for t in times if start <= t <= end]
+        rates.append((len(inside) - 1) / (inside[-1] - inside[0]) if len(inside) > 1 and inside[-1] > inside[0] else 0.0)
+    return rates
+
+
 def run_limit(spec: Spec, workload: str, replicas: int) -> dict:
-    result = _run_probe(spec, "limit", workload, 1, 0.0, spec.limit_batches, "local", None)
-    single_core = _rate(result["records"][len(result["records"]) // 5:])  # the first batches compile
-    cores = min(replicas, os.cpu_count() or 1)
-    return {"sustainable_rate": round(single_core * cores, 3), "single_core_rate": round(single_core, 3),
-            "cores_used": cores, "peak_memory_mb": result["peak_memory_mb"], **_curves(result["records"])}
+    """The machine's ceiling for ``replicas`` replicas, measured: as many plain loops of the same
+    compiled step, each in its own process, at once; their rates while all run, summed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    batches = spec.limit_batches * replicas  # each loop slows down about as many times: they must overlap
+    with ThreadPoolExecutor(replicas) as pool:
+        results = list(pool.map(lambda _: _run_probe(spec, "limit", workload, 1, 0.0, batches, "local", None),
+                                range(replicas)))
+    rates = concurrent_rates([r["records"] for r in results])
+    peaks = {}
+    for result in results:  # the largest process of each kind
+        for kind, mb in result["peak_memory_mb"].items():
+            peaks[kind] = max(peaks.get(kind, 0), mb)
+    return {"sustainable_rate": round(sum(rates), 3), "process_rates": [round(r, 3) for r in rates],
+            "processes": replicas, "peak_memory_mb": peaks, **_curves(results[0]["records"])}
 
 
 def run_one(spec: Spec, system: str, workload: str, replicas: int, mode: str, cluster_dir: Optional[str],
@@ -157,7 +191,7 @@ def run_one(spec: Spec, system: str, workload: str, replicas: int, mode: str, cl
         if system == "limit":
             record.update(run_limit(spec, workload, replicas))
             log(f"  limit {workload} x{replicas}: {record['sustainable_rate']} batches/s "
-                f"({record['single_core_rate']} on one core x {record['cores_used']})")
+                f"({' + '.join(map(str, record['process_rates']))} in {record['processes']} processes at once)")
             return record
         details = {}
 
