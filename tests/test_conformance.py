@@ -3,8 +3,6 @@
 import dataclasses
 import functools
 
-import functools
-
 import numpy as np
 import pytest
 
