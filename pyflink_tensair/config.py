@@ -175,3 +175,17 @@ class TrainConfig:
                 "name must be a non-empty string of letters, digits, '-' and '_'. "
                 f"Received: name={self.name!r}"
             )
+
+
+def as_train_config(config) -> TrainConfig:
+    """``config`` itself, once checked to be a :class:`TrainConfig` (the first line of ``train()``
+    and of every in-process runner).
+
+    Example::
+
+        >>> as_train_config(TrainConfig(replicas=2)).replicas
+        2
+    """
+    if not isinstance(config, TrainConfig):
+        raise ConfigError(f"config must be a TrainConfig. Received: config={config!r}")
+    return config

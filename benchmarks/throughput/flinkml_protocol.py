@@ -38,12 +38,12 @@ from typing import Callable, Deque, Dict, Optional, Sequence
 
 import numpy as np
 
-from pyflink_tensair.config import TrainConfig
+from pyflink_tensair.config import TrainConfig, as_train_config
 from pyflink_tensair.core import wire
 from pyflink_tensair.core.events import FinalModel, Metrics, weights_digest
 from pyflink_tensair.core.gradients import average_gradients
 from pyflink_tensair.core.messages import Batch, DoneMessage, GradientMessage, Gradients, SparseGradient
-from pyflink_tensair.core.simulation import DelayLine, SimulationResult, as_train_config
+from pyflink_tensair.core.simulation import DelayLine, SimulationResult
 from pyflink_tensair.errors import ConfigError, ProtocolError
 
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..config import TrainConfig
+from ..config import TrainConfig, as_train_config
 from ..errors import ConfigError, ProtocolError
 from . import wire
 from .events import Broadcast, FinalModel, Metrics, Prediction
@@ -89,13 +89,6 @@ class DelayLine:
         while self._queue and (until_tick is None or self._queue[0][0] <= until_tick):
             tick, destination, message = self._queue.popleft()
             handle(destination, message, tick)
-
-
-def as_train_config(config) -> TrainConfig:
-    """``config`` itself, once checked to be a :class:`TrainConfig` (a runner's first line)."""
-    if not isinstance(config, TrainConfig):
-        raise ConfigError(f"config must be a TrainConfig. Received: config={config!r}")
-    return config
 
 
 def simulate(make_model: Callable[[int], TrainableModel], batches: Sequence[Batch],

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..config import TrainConfig
+from ..config import TrainConfig, as_train_config
 from ..errors import ConfigError
 from . import types
 from .functions import ReplicaFunction
@@ -103,8 +103,7 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
         models = out.collect_keras_models()                      # runs the job: replica r's keras.Model is models[r]
         print("accuracy", np.mean(models[0].predict(x, verbose=0).argmax(axis=1) == y))
     """
-    if not isinstance(config, TrainConfig):
-        raise ConfigError(f"config must be a TrainConfig. Received: {type(config).__name__}")
+    config = as_train_config(config)
     loop = FeedbackLoop(batches, config)  # checks batches; prepares the environment
     from ..models.keras_adapter import check_model_argument, load_model
 
