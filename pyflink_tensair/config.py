@@ -41,6 +41,19 @@ class WorkerMode(str, enum.Enum):
     LOOPBACK = "loopback"
 
 
+class TrainerMode(str, enum.Enum):
+    """Which thread runs a replica's model inside its Flink function.
+
+    ``THREAD``: a trainer thread owns the replica. Flink's callbacks only queue batches and peer
+    messages (messages ahead of batches) and emit what is ready, so moving the next record into
+    Python overlaps the current step (the default).
+    ``INLINE``: each callback trains before it returns, while Flink's task thread waits.
+    """
+
+    THREAD = "thread"
+    INLINE = "inline"
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -117,6 +130,7 @@ class TrainConfig:
             default, all cores).
         latency: :class:`LatencySettings` applied to the job, or ``None`` to keep the job's own.
         workers: :class:`WorkerMode` for a local mini-cluster.
+        trainer: :class:`TrainerMode`, which thread trains inside the replica's function.
         name: prefix of every operator's name and uid (two ``train`` calls in one job need two
             names).
 
@@ -135,6 +149,7 @@ class TrainConfig:
     tf_intra_op_threads: Optional[int] = 1
     latency: Optional[LatencySettings] = field(default_factory=LatencySettings)
     workers: WorkerMode = WorkerMode.PROCESS
+    trainer: TrainerMode = TrainerMode.THREAD
     name: str = "tensair"
 
     def __post_init__(self):
@@ -156,7 +171,7 @@ class TrainConfig:
         _require_int("seed", self.seed, 0)
         if self.tf_intra_op_threads is not None:
             _require_int("tf_intra_op_threads", self.tf_intra_op_threads, 1)
-        for name, enum_type in (("mode", Mode), ("workers", WorkerMode)):
+        for name, enum_type in (("mode", Mode), ("workers", WorkerMode), ("trainer", TrainerMode)):
             value = getattr(self, name)
             try:
                 object.__setattr__(self, name, enum_type(value))

@@ -13,10 +13,11 @@ from flink_harness import done_marker_after_three, garbage_after_three, run_trai
 pytestmark = pytest.mark.flink
 
 
-@pytest.mark.parametrize("workers", ["loopback", "process"])
+@pytest.mark.parametrize("workers,trainer", [("loopback", "thread"), ("process", "thread"), ("process", "inline")])
 class TestTrainingModes:
-    def test_synchronous_replicas_stay_identical_and_match_sequential_sgd(self, tmp_path, workers):
-        result = run_training(tmp_path, 12, TrainConfig(replicas=2, staleness_bound=0, workers=workers, name="sync"))
+    def test_synchronous_replicas_stay_identical_and_match_sequential_sgd(self, tmp_path, workers, trainer):
+        config = TrainConfig(replicas=2, staleness_bound=0, workers=workers, trainer=trainer, name="sync")
+        result = run_training(tmp_path, 12, config)
         assert sorted(p["batch_id"] for p in result.predictions) == list(range(12))
         assert sorted(result.models) == [0, 1]
         assert len({m.initial_digest for m in result.models.values()}) == 1
@@ -26,8 +27,9 @@ class TestTrainingModes:
             np.testing.assert_allclose(result.models[0].weights[name], value, atol=1e-6)
         assert {m.model_version for m in result.models.values()} == {6}
 
-    def test_dasgd_replicas_train_every_batch_and_apply_every_peer_message(self, tmp_path, workers):
-        result = run_training(tmp_path, 12, TrainConfig(replicas=2, staleness_bound=None, workers=workers, name="dasgd"))
+    def test_dasgd_replicas_train_every_batch_and_apply_every_peer_message(self, tmp_path, workers, trainer):
+        config = TrainConfig(replicas=2, staleness_bound=None, workers=workers, trainer=trainer, name="dasgd")
+        result = run_training(tmp_path, 12, config)
         assert sorted(p["batch_id"] for p in result.predictions) == list(range(12))
         finals = {m.replica: m for m in result.metrics if m.phase == "final"}
         assert sorted(finals) == [0, 1]

@@ -33,9 +33,14 @@ def parse_args(argv):
     parser.add_argument("--rate", type=float, default=0.0)
     parser.add_argument("--batches", type=int, required=True)
     parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--pixels", choices=["float32", "uint8"], default="float32", help="how dense images travel")
     parser.add_argument("--staleness-bound", type=int, default=4, help="the staleness bound of --system bounded")
     parser.add_argument("--tf-threads", type=int, default=1)
+    parser.add_argument("--trainer", choices=["thread", "inline"], default="thread",
+                        help="TrainConfig.trainer of our systems")
     parser.add_argument("--outdir", required=True)
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Flink setting for the job's environment (repeatable), e.g. python.fn-execution.memory.managed=false")
     args, _ = parser.parse_known_args(argv)
     return args
 
@@ -62,7 +67,7 @@ def main(argv=None):
     os.makedirs(args.outdir, exist_ok=True)
     from benchmarks.throughput import workloads
 
-    workload = workloads.get(args.workload, args.batch_size)
+    workload = workloads.get(args.workload, args.batch_size, args.pixels)
     if args.system == "limit":
         return plain_loop(workload, args)
 
@@ -78,11 +83,16 @@ def main(argv=None):
     for module in (workloads, benchmarks.throughput.graphs, benchmarks.throughput.flinkml_protocol):
         cloudpickle.register_pickle_by_value(module)  # the Python workers need not see this folder
     env = StreamExecutionEnvironment.get_execution_environment()
+    from pyflink_tensair.flink.environment import env_configuration
+
+    for option in args.option:
+        key, _, value = option.partition("=")
+        env_configuration(env).set_string(key, value)
     batches = batch_source(env, args.batches, workload.make_batch, rate=args.rate, name="bench")
     held = max(256, args.batches)  # open loop: a waiting replica holds what arrives (the backlog is the measure)
     staleness = {"bounded": args.staleness_bound, "sync": 0}.get(args.system)  # dasgd and the baselines: None
     config = TrainConfig(replicas=args.replicas, staleness_bound=staleness, tf_intra_op_threads=args.tf_threads,
-                         buffer_capacity=held, name="bench")
+                         buffer_capacity=held, trainer=args.trainer, name="bench")
     if args.system in OURS:
         metrics = train(batches, model=workload.model, config=config, check_model=False).metrics
     elif args.system in FLINKML:

@@ -20,7 +20,7 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 from pyflink_tensair.core.events import Metrics
 
@@ -73,12 +73,12 @@ def _read_metrics(folder: str) -> List[Metrics]:
 
 
 def _run_probe(spec: Spec, system: str, workload: str, replicas: int, rate: float, batches: int, mode: str,
-               cluster_dir: Optional[str]) -> dict:
+               cluster_dir: Optional[str], extra: Sequence[str] = ()) -> dict:
     outdir = tempfile.mkdtemp(prefix="tensair-bench-")
     try:
         args = ["--system", system, "--workload", workload, "--replicas", str(replicas), "--rate", str(rate),
                 "--batches", str(batches), "--staleness-bound", str(spec.staleness_bound), "--tf-threads", str(spec.tf_threads),
-                "--outdir", outdir]
+                "--outdir", outdir, *extra]
         from pyflink_tensair import cluster
 
         if mode == "cluster" and system != "limit":
@@ -161,14 +161,15 @@ def concurrent_rates(record_sets: List[List[Metrics]]) -> List[float]:
     return rates
 
 
-def run_limit(spec: Spec, workload: str, replicas: int) -> dict:
+def run_limit(spec: Spec, workload: str, replicas: int, extra: Sequence[str] = ()) -> dict:
     """The machine's ceiling for ``replicas`` replicas, measured: as many plain loops of the same
-    compiled step, each in its own process, at once; their rates while all run, summed."""
+    compiled step, each in its own process, at once; their rates while all run, summed.
+    ``extra``: more ``probe_job.py`` arguments (``--pixels uint8``)."""
     from concurrent.futures import ThreadPoolExecutor
 
     batches = spec.limit_batches * replicas  # each loop slows down about as many times: they must overlap
     with ThreadPoolExecutor(replicas) as pool:
-        results = list(pool.map(lambda _: _run_probe(spec, "limit", workload, 1, 0.0, batches, "local", None),
+        results = list(pool.map(lambda _: _run_probe(spec, "limit", workload, 1, 0.0, batches, "local", None, extra),
                                 range(replicas)))
     rates = concurrent_rates([r["records"] for r in results])
     peaks = {}

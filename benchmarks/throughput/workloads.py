@@ -32,8 +32,10 @@ class Workload:
     description: str
 
 
-def dense_batch(index: int, batch_size: int = 128, seed: int = 0) -> Batch:
+def dense_batch(index: int, batch_size: int = 128, seed: int = 0, pixels: str = "float32") -> Batch:
     x, y = synthetic_images(index, batch_size=batch_size, seed=seed)
+    if pixels == "uint8":
+        x = np.round(x * 255).astype(np.uint8)
     return Batch(x, y, {"id": int(index)})
 
 
@@ -55,13 +57,20 @@ def sparse_batch(index: int, batch_size: int = 2048, vocabulary: int = VOCABULAR
     return Batch({"target": target, "context": context}, y, {"id": int(index)})
 
 
-def get(name: str, batch_size: int = None) -> Workload:
+def get(name: str, batch_size: int = None, pixels: str = "float32") -> Workload:
+    """``pixels``: how the dense workload ships its images, ``float32`` or ``uint8`` (scaled
+    inside the model); the sparse workload has none."""
     from pyflink_tensair.models import zoo
 
+    if pixels not in ("float32", "uint8"):
+        raise ValueError(f"pixels must be 'float32' or 'uint8'. Received: {pixels!r}")
     if name == "dense":
         size = batch_size or 128
-        return Workload("dense", size, functools.partial(zoo.cifar10_cnn), functools.partial(dense_batch, batch_size=size),
-                        size * (32 * 32 * 3 + 2) * 4, f"CIFAR-10 CNN (122,570 parameters), batch {size}, generated 32x32x3 images")
+        pixel_bytes = 1 if pixels == "uint8" else 4
+        return Workload("dense", size, functools.partial(zoo.cifar10_cnn, pixels=pixels),
+                        functools.partial(dense_batch, batch_size=size, pixels=pixels),
+                        size * (32 * 32 * 3 * pixel_bytes + 2 * 4),
+                        f"CIFAR-10 CNN (122,570 parameters), batch {size}, generated 32x32x3 {pixels} images")
     if name == "sparse":
         size = batch_size or 2048
         return Workload("sparse", size, functools.partial(zoo.word2vec, vocabulary=VOCABULARY, dim=DIM, negatives=NEGATIVES),

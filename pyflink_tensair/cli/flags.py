@@ -24,7 +24,7 @@ import os
 import time
 from typing import Callable, Optional
 
-from ..config import LatencySettings, TrainConfig, WorkerMode
+from ..config import LatencySettings, TrainConfig, TrainerMode, WorkerMode
 from ..errors import ConfigError
 
 
@@ -125,6 +125,8 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
                         help=f"batches in the sliding window of the prequential scores (default: {window})")
     parser.add_argument("--workers", choices=[m.value for m in WorkerMode], default=WorkerMode.PROCESS.value,
                         help="Python workers of a local mini-cluster: separate processes (default) or loopback")
+    parser.add_argument("--trainer", choices=[m.value for m in TrainerMode], default=TrainerMode.THREAD.value,
+                        help="which thread trains a replica: its own trainer thread (default) or Flink's callback itself")
     parser.add_argument("--tf-threads", type=config_value("tf_intra_op_threads"), default=1,
                         help="TensorFlow intra-op threads per replica (default: 1)")
     parser.add_argument("--buffer-capacity", type=config_value("buffer_capacity"), default=None,
@@ -162,7 +164,7 @@ def config_from_args(args, **overrides) -> TrainConfig:
     latency = LatencySettings(bundle_size=args.bundle_size, bundle_time_ms=args.bundle_time_ms,
                               buffer_timeout_ms=args.buffer_timeout_ms)
     fields = dict(replicas=args.replicas, staleness_bound=args.staleness_bound, broadcast_every=args.broadcast_every,
-                  seed=args.seed, workers=args.workers, tf_intra_op_threads=args.tf_threads, latency=latency)
+                  seed=args.seed, workers=args.workers, trainer=args.trainer, tf_intra_op_threads=args.tf_threads, latency=latency)
     if args.buffer_capacity is not None:
         fields["buffer_capacity"] = args.buffer_capacity
     fields.update(overrides)

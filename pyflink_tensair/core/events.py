@@ -35,6 +35,11 @@ class Metrics:
     batch finished training (``None`` when the batch carried no schedule). ``model_busy_s`` is the
     replica's total time inside its model so far (gradients, updates, predictions): its growth
     against wall time is how busy the model kept the replica's process.
+
+    The rest is the host's profile, totals so far (``None`` where the host does not measure
+    it): ``callback_s`` seconds inside the Flink callbacks of the replica's function (with an
+    inline trainer this includes the model), ``codec_s`` of them decoding inputs and encoding
+    outputs, ``idle_s`` the trainer thread's time waiting for work.
     """
 
     replica: int
@@ -56,6 +61,9 @@ class Metrics:
     batch_id: int = -1
     delay_s: Optional[float] = None
     model_busy_s: float = 0.0
+    callback_s: Optional[float] = None
+    codec_s: Optional[float] = None
+    idle_s: Optional[float] = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -6,20 +6,28 @@ batches and fanning messages out to the replicas happen on the JVM (:mod:`.routi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
+from dataclasses import dataclass
 from typing import Callable, List, Optional
 
 from pyflink.datastream import KeyedCoProcessFunction, RuntimeContext
 
-from ..config import TrainConfig
+from ..config import TrainConfig, TrainerMode
 from ..core import wire
 from ..core.events import Broadcast, FinalModel, Metrics, Prediction
 from ..core.replica import Replica
+from ..core.trainer import InlineTrainer, TrainerThread
 from ..errors import ProtocolError
 from . import types
 
 END_OF_TIME = 2 ** 63 - 1  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
+
+
+@dataclass(frozen=True)
+class _ProbeRecord:
+    text: str  # JSON
 
 
 class ReplicaFunction(KeyedCoProcessFunction):
@@ -48,14 +56,24 @@ class ReplicaFunction(KeyedCoProcessFunction):
         configure_tensorflow_threads(cfg.tf_intra_op_threads)
         model = KerasModelAdapter(load_model(self._model, seed=cfg.seed))
         self._replica = Replica.from_config(index, model, cfg)
+        self._trainer = (TrainerThread(self._replica) if cfg.trainer is TrainerMode.THREAD
+                         else InlineTrainer(self._replica))
         self._metrics_tag = types.metrics_tag(cfg.name)
         self._feedback_tag = types.feedback_tag(cfg.name)
         self._models_tag = types.models_tag(cfg.name)
         self._probes_tag = types.probes_tag(cfg.name)
         self._next_probe = time.time() + self._probe_every_s
         self._timer_registered = False
+        self._flush_timer: Optional[int] = None
+        self._input_ended = False
+        self._callback_s = 0.0
+        self._codec_s = 0.0
         self._last: Metrics = None
         self._register_gauges(runtime_context.get_metrics_group().add_group("tensair"))
+
+    def close(self):
+        if getattr(self, "_trainer", None) is not None:
+            self._trainer.close()
 
     def _register_gauges(self, group) -> None:
         # PyFlink gauges carry integers only: fractional values are scaled (loss_x1e6 = loss * 1e6).
@@ -82,42 +100,83 @@ class ReplicaFunction(KeyedCoProcessFunction):
             self._timer_registered = True
 
     def process_element1(self, value, ctx):
+        began = time.perf_counter()
         self._check_key(ctx)
-        if wire.peek_kind(value) == wire.KIND_START:
-            return
-        yield from self._emit(self._replica.on_batch(wire.decode_batch(value)))
-        if self._probe is not None and self._replica.id == 0 and time.time() >= self._next_probe:
-            yield self._run_probe("progress")
-            self._next_probe = time.time() + self._probe_every_s
+        if wire.peek_kind(value) != wire.KIND_START:
+            batch = wire.decode_batch(value)
+            self._codec_s += time.perf_counter() - began
+            self._trainer.put_batch(batch)
+            if self._probe is not None and self._replica.id == 0 and time.time() >= self._next_probe:
+                self._trainer.call(lambda replica: [_ProbeRecord(self._probe_record("progress"))])
+                self._next_probe = time.time() + self._probe_every_s
+        yield from self._flush(ctx, began)
 
     def process_element2(self, value, ctx):
+        began = time.perf_counter()
         self._check_key(ctx)
-        yield from self._emit(self._replica.on_gradient(wire.decode_message(value)))
+        message = wire.decode_message(value)
+        self._codec_s += time.perf_counter() - began
+        self._trainer.put_message(message)
+        yield from self._flush(ctx, began)
 
     def on_timer(self, timestamp, ctx):
-        if timestamp == END_OF_TIME and not self._replica.input_ended:
-            yield from self._emit(self._replica.on_input_end())
+        began = time.perf_counter()
+        if timestamp == END_OF_TIME:
+            if not self._input_ended:
+                self._input_ended = True
+                self._trainer.put_end()
+        elif timestamp == self._flush_timer:
+            self._flush_timer = None
+        yield from self._flush(ctx, began)
+
+    def _flush(self, ctx, began: float):
+        """Emits what the trainer has ready; while it still works, a processing-time timer
+        brings the function back when the work should be done (no input may come before).
+
+        Once the batches have ended, each callback waits for the trainer first: the callback
+        that completes the replica (usually a peer's done marker) must emit its final model
+        itself, since Flink fires no timer once the feedback input has ended too. The trainer
+        never waits for input, so this wait always ends."""
+        if self._input_ended:
+            self._trainer.wait_idle()
+        yield from self._emit(self._trainer.take())
+        if self._trainer.busy and self._flush_timer is None:
+            timers = ctx.timer_service()
+            wait_ms = max(1, int(self._trainer.expected_remaining_s() * 1000) + 1)
+            self._flush_timer = timers.current_processing_time() + wait_ms
+            timers.register_processing_time_timer(self._flush_timer)
+        self._callback_s += time.perf_counter() - began
 
     def _emit(self, events):
         for event in events:
+            began = time.perf_counter()
             if isinstance(event, Prediction):
-                yield types.prediction_row(event)
+                out = types.prediction_row(event)
             elif isinstance(event, Metrics):
+                event = dataclasses.replace(event, callback_s=round(self._callback_s, 6), codec_s=round(self._codec_s, 6),
+                                            idle_s=None if self._trainer.idle_s is None else round(self._trainer.idle_s, 6))
                 self._last = event
-                yield self._metrics_tag, event.to_json()
+                out = self._metrics_tag, event.to_json()
             elif isinstance(event, Broadcast):
-                yield self._feedback_tag, wire.encode_message(event.message)
+                out = self._feedback_tag, wire.encode_message(event.message)
             elif isinstance(event, FinalModel):
-                yield self._models_tag, types.encode_final_model(event)
-                if self._probe is not None and self._replica.id == 0:
-                    yield self._run_probe("final")
+                out = self._models_tag, types.encode_final_model(event)
+            elif isinstance(event, _ProbeRecord):
+                out = self._probes_tag, event.text
+            else:
+                raise ProtocolError(f"the replica returned an event of unknown type {type(event).__name__}")
+            self._codec_s += time.perf_counter() - began
+            yield out
+            if isinstance(event, FinalModel) and self._probe is not None and self._replica.id == 0:
+                yield self._probes_tag, self._probe_record("final")  # finished: the model no longer changes
 
-    def _run_probe(self, phase: str):
-        # A failing probe is reported, not raised: it must not end the training it observes.
+    def _probe_record(self, phase: str) -> str:
+        # On the trainer thread between two of its items, or once the replica has finished. A
+        # failing probe is reported, not raised: it must not end the training it observes.
         record = {"replica": self._replica.id, "phase": phase, "time": time.time(),
                   "local_step": self._replica.local_step, "model_version": self._replica.model_version}
         try:
             record["result"] = self._probe(self._replica.model.model)
         except Exception as err:  # the user's code
             record["error"] = repr(err)
-        return self._probes_tag, json.dumps(record, default=float)
+        return json.dumps(record, default=float)

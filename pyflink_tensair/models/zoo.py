@@ -38,10 +38,16 @@ def embedding_classifier(vocabulary: int = 10_000, dim: int = 32, length: int = 
     return model
 
 
-def _classifier_cnn(input_shape, convolutions, *, padding: str, pool_last: bool, learning_rate: float) -> "keras.Model":
+def _classifier_cnn(input_shape, convolutions, *, padding: str, pool_last: bool, learning_rate: float,
+                    pixels: str = "float32") -> "keras.Model":
     """Conv(3x3, relu) layers with 2x2 max-pooling between them (and after the last one if
-    ``pool_last``), then Dense 64 relu and 10 logits; Adam."""
-    layers = [keras.Input(shape=input_shape)]
+    ``pool_last``), then Dense 64 relu and 10 logits; Adam. ``pixels="uint8"``: the input is
+    raw 0-255 pixels, scaled to [0, 1] inside the model (a quarter of the bytes on the wire)."""
+    if pixels not in ("float32", "uint8"):
+        raise ValueError(f"pixels must be 'float32' or 'uint8'. Received: pixels={pixels!r}")
+    layers = [keras.Input(shape=input_shape, dtype=pixels)]
+    if pixels == "uint8":
+        layers.append(keras.layers.Rescaling(1 / 255))
     for i, filters in enumerate(convolutions):
         if i:
             layers.append(keras.layers.MaxPooling2D())
@@ -55,10 +61,12 @@ def _classifier_cnn(input_shape, convolutions, *, padding: str, pool_last: bool,
     return model
 
 
-def cifar10_cnn(learning_rate: float = 0.001) -> "keras.Model":
+def cifar10_cnn(learning_rate: float = 0.001, pixels: str = "float32") -> "keras.Model":
     """The reference CIFAR-10 CNN of TensAIR (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10):
-    122,570 trainable parameters, Adam, logits out."""
-    return _classifier_cnn((32, 32, 3), (32, 64, 64), padding="valid", pool_last=False, learning_rate=learning_rate)
+    122,570 trainable parameters, Adam, logits out. ``pixels="uint8"`` takes 0-255 pixels and
+    scales them inside the model."""
+    return _classifier_cnn((32, 32, 3), (32, 64, 64), padding="valid", pool_last=False, learning_rate=learning_rate,
+                           pixels=pixels)
 
 
 def digits_cnn(learning_rate: float = 0.001) -> "keras.Model":

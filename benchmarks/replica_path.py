@@ -1,0 +1,143 @@
+"""Candidates for the replica path, each against the plain loop measured beside it: a before/after table.
+
+Every candidate is a set of ``probe_job.py`` arguments (joined with ``+``). For each repetition,
+each candidate runs once unpaced (the source as fast as the job takes it: the figure is the most
+the replicas train, not the sustainable rate the full benchmark searches for), right after the
+machine's ceiling for the same replica count and pixels (``limit``: as many plain loops in as many
+processes at once). The ratio of the two is the figure; its median and spread over repetitions
+are printed with the per-batch profile of the candidate's replicas::
+
+    python -m benchmarks.replica_path --workload dense --replicas 1 --repeats 3 --candidates inline,thread,thread+uint8
+    python -m benchmarks.replica_path --workload sparse --replicas 2 --candidates inline,thread --batches 200
+
+Profile per trained batch (from the replicas' metrics, first fifth left out): ``model`` inside the
+model, ``codec`` decoding inputs and encoding outputs in the function, ``callback`` inside Flink's
+callbacks in all (with an inline trainer the model is part of it), ``idle`` the trainer thread's
+wait for work, ``outside`` the function thread's time between callbacks (Java, the crossings,
+waiting for input).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Dict, List
+
+CANDIDATES: Dict[str, List[str]] = {
+    "inline": ["--trainer", "inline"],
+    "thread": ["--trainer", "thread"],
+    "own-process": ["--option", "python.fn-execution.memory.managed=false"],
+    "uint8": ["--pixels", "uint8"],
+}
+
+
+def candidate_args(name: str) -> List[str]:
+    args = []
+    for part in name.split("+"):
+        if part not in CANDIDATES:
+            raise SystemExit(f"unknown candidate part {part!r}; known: {', '.join(CANDIDATES)}")
+        args += CANDIDATES[part]
+    return args
+
+
+def profile(records) -> dict:
+    """Milliseconds per trained batch, averaged over replicas, from cumulative metrics."""
+    rows = []
+    for replica in sorted({m.replica for m in records}):
+        own = sorted((m for m in records if m.replica == replica), key=lambda m: m.time)
+        own = own[len(own) // 5:]
+        if len(own) < 2 or own[-1].local_step <= own[0].local_step:
+            continue
+        first, last = own[0], own[-1]
+        steps = last.local_step - first.local_step
+
+        def per_batch(field):
+            a, b = getattr(first, field), getattr(last, field)
+            return None if a is None or b is None else 1000 * (b - a) / steps
+
+        wall = 1000 * (last.time - first.time) / steps
+        callback = per_batch("callback_s")
+        rows.append({"wall": wall, "model": per_batch("model_busy_s"), "codec": per_batch("codec_s"),
+                     "callback": callback, "idle": per_batch("idle_s"),
+                     "outside": None if callback is None else wall - callback})
+    if not rows:
+        return {}
+    return {k: (round(statistics.mean(r[k] for r in rows), 1) if all(r[k] is not None for r in rows) else None)
+            for k in rows[0]}
+
+
+def run_candidate(spec, workload: str, replicas: int, batches: int, args: List[str]) -> dict:
+    from benchmarks.throughput.run import _rate, _run_probe
+
+    result = _run_probe(spec, "dasgd", workload, replicas, 0.0, batches, "local", None, extra=args)
+    records = sorted(result["records"], key=lambda m: m.time)
+    return {"rate": _rate(records[len(records) // 5:]), "profile": profile(records), "wall_s": result["wall_s"]}
+
+
+def run_ceiling(spec, workload: str, replicas: int, pixels_args: List[str]) -> float:
+    from benchmarks.throughput.run import run_limit
+
+    return run_limit(spec, workload, replicas, extra=pixels_args)["sustainable_rate"]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.replica_path", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", choices=["dense", "sparse"], default="dense")
+    parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument("--candidates", default="inline,thread", help="comma-separated; parts joined with '+': "
+                                                                      + ", ".join(CANDIDATES))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=300, help="batches per candidate run")
+    parser.add_argument("--results", default=os.path.join("benchmarks", "results", "replica_path.jsonl"))
+    args = parser.parse_args(argv)
+    from benchmarks.throughput.run import Spec, machine
+
+    spec = Spec(limit_batches=max(60, args.batches // (3 * args.replicas)), probe_timeout_s=900)
+    names = [n for n in args.candidates.split(",") if n]
+    for name in names:
+        candidate_args(name)  # fails early on a bad name
+    runs: Dict[str, list] = {n: [] for n in names}
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    for repeat in range(args.repeats):
+        for name in names:
+            extra = candidate_args(name)
+            pixels = [a for i, a in enumerate(extra) if a == "--pixels" or (i and extra[i - 1] == "--pixels")]
+            limit = run_ceiling(spec, args.workload, args.replicas, pixels)
+            got = run_candidate(spec, args.workload, args.replicas, args.batches, extra)
+            got.update(limit=limit, ratio=got["rate"] / limit if got["rate"] and limit else None, repeat=repeat)
+            runs[name].append(got)
+            print(f"[{repeat + 1}/{args.repeats}] {name}: {got['rate']:.2f} batches/s, limit {limit:.2f}, "
+                  f"ratio {got['ratio']:.2f}; per batch (ms) {json.dumps(got['profile'])}", flush=True)
+    print(f"\n{args.workload}, {args.replicas} replica(s), {args.repeats} repetitions, {args.batches} batches per run, "
+          f"started {started}\n")
+    print("| candidate | probe_job arguments | batches/s (median, range) | limit | ratio (median, range) | "
+          "per batch ms: wall / model / codec / callback / idle / outside |")
+    print("|---|---|---|---|---|---|")
+    summary = []
+    for name in names:
+        done = [r for r in runs[name] if r["ratio"]]
+        if not done:
+            continue
+        rates, limits, ratios = ([r[k] for r in done] for k in ("rate", "limit", "ratio"))
+        prof = {k: statistics.median(r["profile"][k] for r in done) if all(r["profile"].get(k) is not None for r in done)
+                else None for k in done[0]["profile"]}
+        cells = " / ".join("-" if prof.get(k) is None else f"{prof[k]:.0f}"
+                           for k in ("wall", "model", "codec", "callback", "idle", "outside"))
+        print(f"| {name} | `{' '.join(candidate_args(name))}` | {statistics.median(rates):.2f} ({min(rates):.2f}-{max(rates):.2f}) | "
+              f"{statistics.median(limits):.2f} | {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {cells} |")
+        summary.append({"candidate": name, "args": candidate_args(name), "workload": args.workload,
+                        "replicas": args.replicas, "batches": args.batches, "runs": runs[name], "started": started,
+                        "machine": machine()})
+    os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
+    with open(args.results, "a") as f:
+        for record in summary:
+            f.write(json.dumps(record) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
