@@ -14,7 +14,8 @@ Profile per trained batch (from the replicas' metrics, first fifth left out): ``
 model, ``codec`` decoding inputs and encoding outputs in the function, ``callback`` inside Flink's
 callbacks in all (with an inline trainer the model is part of it), ``idle`` the trainer thread's
 wait for work, ``outside`` the function thread's time between callbacks (Java, the crossings,
-waiting for input).
+waiting for input). ``CPU ms per batch``: all the job's processes' CPU time per trained batch
+over the same window, by kind (the JVM, the Python workers: trainer and host threads together).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ CANDIDATES: Dict[str, List[str]] = {
     "inline": ["--trainer", "inline"],
     "thread": ["--trainer", "thread"],
     "own-process": ["--option", "python.fn-execution.memory.managed=false"],
-    "uint8": ["--pixels", "uint8"],
+    "uint8": ["--pixels", "uint8"],  # the dense workload's default since 2026-12-01
+    "float32": ["--pixels", "float32"],
 }
 
 
@@ -70,12 +72,21 @@ def profile(records) -> dict:
             for k in rows[0]}
 
 
+def _median_cpu(runs, kind: str) -> str:
+    values = [r["cpu_ms_per_batch"].get(kind) for r in runs if r.get("cpu_ms_per_batch")]
+    values = [v for v in values if v is not None]
+    return f"{statistics.median(values):.0f}" if values else "-"
+
+
 def run_candidate(spec, workload: str, replicas: int, batches: int, args: List[str]) -> dict:
     from benchmarks.throughput.run import _rate, _run_probe
 
     result = _run_probe(spec, "dasgd", workload, replicas, 0.0, batches, "local", None, extra=args)
     records = sorted(result["records"], key=lambda m: m.time)
-    return {"rate": _rate(records[len(records) // 5:]), "profile": profile(records), "wall_s": result["wall_s"]}
+    kept = records[len(records) // 5:]
+    used = result["cpu"].seconds_between(kept[0].time, kept[-1].time)
+    cpu = {kind: round(1000 * seconds / (len(kept) - 1), 1) for kind, seconds in used.items() if seconds > 0}
+    return {"rate": _rate(kept), "profile": profile(records), "cpu_ms_per_batch": cpu, "wall_s": result["wall_s"]}
 
 
 def run_ceiling(spec, workload: str, replicas: int, pixels_args: List[str]) -> float:
@@ -111,12 +122,13 @@ def main(argv=None) -> int:
             got.update(limit=limit, ratio=got["rate"] / limit if got["rate"] and limit else None, repeat=repeat)
             runs[name].append(got)
             print(f"[{repeat + 1}/{args.repeats}] {name}: {got['rate']:.2f} batches/s, limit {limit:.2f}, "
-                  f"ratio {got['ratio']:.2f}; per batch (ms) {json.dumps(got['profile'])}", flush=True)
+                  f"ratio {got['ratio']:.2f}; per batch (ms) {json.dumps(got['profile'])}; "
+                  f"CPU per batch (ms) {json.dumps(got['cpu_ms_per_batch'])}", flush=True)
     print(f"\n{args.workload}, {args.replicas} replica(s), {args.repeats} repetitions, {args.batches} batches per run, "
           f"started {started}\n")
     print("| candidate | probe_job arguments | batches/s (median, range) | limit | ratio (median, range) | "
-          "per batch ms: wall / model / codec / callback / idle / outside |")
-    print("|---|---|---|---|---|---|")
+          "per batch ms: wall / model / codec / callback / idle / outside | CPU ms per batch: JVM / Python workers |")
+    print("|---|---|---|---|---|---|---|")
     summary = []
     for name in names:
         done = [r for r in runs[name] if r["ratio"]]
@@ -128,7 +140,8 @@ def main(argv=None) -> int:
         cells = " / ".join("-" if prof.get(k) is None else f"{prof[k]:.0f}"
                            for k in ("wall", "model", "codec", "callback", "idle", "outside"))
         print(f"| {name} | `{' '.join(candidate_args(name))}` | {statistics.median(rates):.2f} ({min(rates):.2f}-{max(rates):.2f}) | "
-              f"{statistics.median(limits):.2f} | {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {cells} |")
+              f"{statistics.median(limits):.2f} | {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {cells} | "
+              f"{_median_cpu(done, 'jvm')} / {_median_cpu(done, 'python_worker')} |")
         summary.append({"candidate": name, "args": candidate_args(name), "workload": args.workload,
                         "replicas": args.replicas, "batches": args.batches, "runs": runs[name], "started": started,
                         "machine": machine()})

@@ -198,3 +198,56 @@ def test_replica_counts_the_time_its_model_works():
     events = [e for b in make_regression_batches(3, 3) for e in replica.on_batch(b)]
     busy = [e.model_busy_s for e in events if type(e).__name__ == "Metrics"]
     assert busy == sorted(busy) and busy[-1] >= 0.06
+
+
+def _costs(**overrides):
+    from benchmarks.scaleout import Costs
+
+    fields = dict(grad_s=0.040, apply_s=0.004, sum_s=0.0005, set_s=0.001, grad_bytes=500_000, encode_grad_s=0.0005,
+                  decode_grad_s=0.0001, model_bytes=500_000, changed_bytes={1: 500_000, 64: 500_000},
+                  encode_model_s=0.0005, decode_model_s=0.0001, h_batch_s=0.030, h_message_s=0.005, h_byte_s=1e-9)
+    fields.update(overrides)
+    return Costs(**fields)
+
+
+def test_scaleout_model_dasgd_is_bound_by_its_trainer_until_peers_cost_more_than_the_step():
+    from benchmarks.scaleout import step_times, throughput
+
+    costs = _costs()
+    one, two = throughput(costs, "dasgd", 1), throughput(costs, "dasgd", 2)
+    assert one == pytest.approx(1 / (0.040 + 0.004))  # trainer-bound: grad + its own apply
+    assert two == pytest.approx(2 / max(0.040 + 2 * 0.004, 0.030 + 0.0005 + 0.0051 + 0.0001))
+    parts = step_times(costs, "dasgd", 32)
+    assert parts["host"] > parts["trainer"] and parts["step"] == parts["host"]  # 31 messages in per batch
+
+
+def test_scaleout_model_flinkml_updater_saturates_and_the_bound_costs_nothing_when_latency_is_short():
+    from benchmarks.scaleout import saturation, throughput
+
+    costs = _costs()
+    n = saturation(costs, "flinkml_full")
+    assert n is not None and 1 < n < 64
+    assert throughput(costs, "flinkml_full", 64) < 2 * throughput(costs, "flinkml_full", n)  # flat beyond it
+    assert throughput(costs, "bounded", 4, staleness_bound=4) == pytest.approx(throughput(costs, "dasgd", 4))
+    assert throughput(costs, "sync", 4) < throughput(costs, "dasgd", 4)
+
+
+def test_scaleout_model_on_a_small_machine_is_capped_by_its_cpu():
+    from benchmarks.scaleout import throughput
+
+    costs = _costs(cpu_per_batch_s=0.080)
+    assert throughput(costs, "dasgd", 1, cores=2) == pytest.approx(1 / 0.044)  # the trainer, not the CPU, binds
+    # two replicas: each batch also costs a peer's apply and message; two cores no longer keep up
+    assert throughput(costs, "dasgd", 2, cores=2) == pytest.approx(2 / (0.080 + 0.004 + 0.005 + 0.0005))
+
+
+def test_replica_path_profile_is_per_batch_from_cumulative_metrics():
+    from benchmarks.replica_path import profile
+    from pyflink_tensair.core.events import Metrics
+
+    def metrics(step, t):  # 50 ms per step, 30 of them in the model, 20 in callbacks, 1 in the codec
+        return Metrics(0, "batch", t, step, step, 0.1, None, 0, 0.0, 0, 0, 0, 0, 0, 0, 0, step,
+                       model_busy_s=0.030 * step, callback_s=0.020 * step, codec_s=0.001 * step, idle_s=0.0)
+
+    got = profile([metrics(s, 0.05 * s) for s in range(1, 21)])
+    assert got == {"wall": 50.0, "model": 30.0, "codec": 1.0, "callback": 20.0, "idle": 0.0, "outside": 30.0}

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pyflink_tensair import ConfigError
-from pyflink_tensair.core import Batch, Broadcast, FinalModel, Metrics, Prediction, Replica
+from pyflink_tensair.core import Broadcast, FinalModel, Metrics, Prediction, Replica
 from pyflink_tensair.core.trainer import InlineTrainer, TrainerFailed, TrainerThread
 from pyflink_tensair.testing import LinearModel, make_regression_batches
 

@@ -33,7 +33,7 @@ def parse_args(argv):
     parser.add_argument("--rate", type=float, default=0.0)
     parser.add_argument("--batches", type=int, required=True)
     parser.add_argument("--batch-size", type=int)
-    parser.add_argument("--pixels", choices=["float32", "uint8"], default="float32", help="how dense images travel")
+    parser.add_argument("--pixels", choices=["float32", "uint8"], default="uint8", help="how dense images travel")
     parser.add_argument("--staleness-bound", type=int, default=4, help="the staleness bound of --system bounded")
     parser.add_argument("--tf-threads", type=int, default=1)
     parser.add_argument("--trainer", choices=["thread", "inline"], default="thread",

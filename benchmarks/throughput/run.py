@@ -25,6 +25,7 @@ from typing import List, Optional, Sequence
 from pyflink_tensair.core.events import Metrics
 
 from . import search as rate_search
+from .cpu import ProcessCpu
 from .memory import PeakMemory
 from .verdict import judge
 
@@ -90,7 +91,8 @@ def _run_probe(spec: Spec, system: str, workload: str, replicas: int, rate: floa
             command, env, roots = [sys.executable, PROBE_JOB, *args], cluster.client_environment(), []
         started = time.time()
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-        with PeakMemory(roots + [process.pid], client=process.pid) as memory:
+        with PeakMemory(roots + [process.pid], client=process.pid) as memory, \
+                ProcessCpu(roots + [process.pid], client=process.pid) as cpu:
             try:
                 _, stderr = process.communicate(timeout=spec.probe_timeout_s)
             except subprocess.TimeoutExpired:
@@ -100,7 +102,8 @@ def _run_probe(spec: Spec, system: str, workload: str, replicas: int, rate: floa
         if process.returncode != 0:
             raise RuntimeError(f"the probe job failed (exit {process.returncode}): {stderr[-1500:]}")
         records = _read_metrics(outdir)
-        return {"records": records, "wall_s": round(time.time() - started, 1), "peak_memory_mb": memory.peaks_mb()}
+        return {"records": records, "wall_s": round(time.time() - started, 1), "peak_memory_mb": memory.peaks_mb(),
+                "cpu": cpu}
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
 
