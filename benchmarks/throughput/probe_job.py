@@ -39,6 +39,9 @@ def parse_args(argv):
     parser.add_argument("--trainer", choices=["thread", "inline"], default="thread",
                         help="TrainConfig.trainer of our systems")
     parser.add_argument("--outdir", required=True)
+    parser.add_argument("--barrier", metavar="DIR", help="--system limit: start the loop once --processes "
+                                                        "processes have written a file into DIR (so they overlap)")
+    parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a Flink setting for the job's environment (repeatable), e.g. python.fn-execution.memory.managed=false")
     args, _ = parser.parse_known_args(argv)
@@ -53,6 +56,10 @@ def plain_loop(workload, args) -> None:
     configure_tensorflow_threads(args.tf_threads)
     model = KerasModelAdapter(load_model(workload.model, seed=0))
     encoded = [wire.encode_batch(workload.make_batch(i)) for i in range(args.batches)]
+    warm_up = wire.decode_batch(encoded[0])
+    model.apply_gradients(model.compute_gradients(warm_up).gradients)  # compiled before the loops start
+    if args.barrier:
+        wait_for_peers(args.barrier, args.processes)
     with open(os.path.join(args.outdir, "metrics-0.jsonl"), "w") as out:
         for step, data in enumerate(encoded, 1):
             batch = wire.decode_batch(data)
@@ -60,6 +67,16 @@ def plain_loop(workload, args) -> None:
             model.apply_gradients(result.gradients)
             out.write(Metrics(0, "batch", time.time(), step, step, result.loss, result.accuracy, 0, 0.0, 0, 0, 0, 0, 0,
                               0, 0, batch.id).to_json() + "\n")
+
+
+def wait_for_peers(folder: str, processes: int, timeout_s: float = 300.0) -> None:
+    """Marks this process ready in ``folder`` and waits until ``processes`` are."""
+    open(os.path.join(folder, f"ready-{os.getpid()}"), "w").close()
+    deadline = time.time() + timeout_s
+    while len(os.listdir(folder)) < processes:
+        if time.time() > deadline:
+            raise RuntimeError(f"only {len(os.listdir(folder))} of {processes} plain loops got ready in {timeout_s} s")
+        time.sleep(0.005)
 
 
 def main(argv=None):

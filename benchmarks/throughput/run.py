@@ -171,9 +171,14 @@ def run_limit(spec: Spec, workload: str, replicas: int, extra: Sequence[str] = (
     from concurrent.futures import ThreadPoolExecutor
 
     batches = spec.limit_batches * replicas  # each loop slows down about as many times: they must overlap
-    with ThreadPoolExecutor(replicas) as pool:
-        results = list(pool.map(lambda _: _run_probe(spec, "limit", workload, 1, 0.0, batches, "local", None, extra),
-                                range(replicas)))
+    barrier = tempfile.mkdtemp(prefix="tensair-limit-")  # the loops start together, once all are compiled
+    extra = [*extra, "--barrier", barrier, "--processes", str(replicas)]
+    try:
+        with ThreadPoolExecutor(replicas) as pool:
+            results = list(pool.map(lambda _: _run_probe(spec, "limit", workload, 1, 0.0, batches, "local", None, extra),
+                                    range(replicas)))
+    finally:
+        shutil.rmtree(barrier, ignore_errors=True)
     rates = concurrent_rates([r["records"] for r in results])
     peaks = {}
     for result in results:  # the largest process of each kind
