@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import bisect
 import os
-import threading
 import time
 from typing import Dict, List, Tuple
 
-from .memory import _children, _kind
+from .memory import TreeSampler, process_tree
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -31,53 +30,29 @@ def _cpu_seconds(pid: int) -> float:
         return -1.0
 
 
-class ProcessCpu:
+class ProcessCpu(TreeSampler):
     """Samples the cumulative CPU time of ``roots`` and all their descendants every ``every``
     seconds; ``seconds_between(t0, t1)`` gives, per kind (``jvm``, ``python_worker``,
     ``python_client``), the CPU seconds used between two wall-clock times (``time.time()``)."""
 
     def __init__(self, roots, every: float = 0.25, client: int = None):
-        self._roots = list(roots)
-        self._client = client if client is not None else (self._roots[0] if self._roots else None)
-        self._every = every
+        super().__init__(roots, every, client)
         self._kinds: Dict[int, str] = {}
         self._samples: List[Tuple[float, Dict[str, float]]] = []
         self._last: Dict[int, float] = {}  # a process that ended keeps its last reading
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self) -> None:
-        seen, todo = set(), list(self._roots)
-        while todo:
-            pid = todo.pop()
-            if pid in seen:
-                continue
-            seen.add(pid)
+        for pid in process_tree(self._roots):
             used = _cpu_seconds(pid)
             if used >= 0:
                 self._last[pid] = used
                 if self._kinds.get(pid, "other") == "other":
-                    self._kinds[pid] = "python_client" if pid == self._client else _kind(pid)
-            todo.extend(_children(pid))
+                    self._kinds[pid] = self._kind_of(pid)
         totals: Dict[str, float] = {}
         for pid, used in self._last.items():
             kind = self._kinds.get(pid, "other")
             totals[kind] = totals.get(kind, 0.0) + used
         self._samples.append((time.time(), totals))
-
-    def _run(self):
-        while not self._stop.wait(self._every):
-            self.sample()
-
-    def __enter__(self):
-        self.sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.sample()
 
     def seconds_between(self, t0: float, t1: float) -> Dict[str, float]:
         """CPU seconds per kind between the samples that bracket ``t0`` and ``t1``, scaled to the

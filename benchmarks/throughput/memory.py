@@ -37,43 +37,34 @@ def _kind(pid: int) -> str:
     return "other"
 
 
-class PeakMemory:
-    """Samples the resident memory of ``roots`` and all their descendants every ``every`` seconds
-    (``client``, by default the first root, is the job's client);
-    ``peaks_mb()`` gives, per kind (``jvm``, ``python_worker``, ``python_client``), the largest peak
-    resident size (VmHWM) of one process of that kind, in MiB.
+def process_tree(roots) -> Iterable[int]:
+    """``roots`` and all their descendants (each once)."""
+    seen, todo = set(), list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        yield pid
+        todo.extend(_children(pid))
 
-    Example::
 
-        >>> with PeakMemory([os.getpid()]) as memory:
-        ...     pass
-        >>> memory.peaks_mb()["python_client"] > 1
-        True
-    """
+class TreeSampler:
+    """Calls ``sample()`` on entry, every ``every`` seconds on a thread of its own, and on exit;
+    ``client`` (by default the first root) is the job's client."""
 
     def __init__(self, roots, every: float = 0.5, client: int = None):
         self._roots = list(roots)
         self._client = client if client is not None else (self._roots[0] if self._roots else None)
         self._every = every
-        self._peaks: Dict[int, tuple] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self) -> None:
-        seen, todo = set(), list(self._roots)
-        while todo:
-            pid = todo.pop()
-            if pid in seen:
-                continue
-            seen.add(pid)
-            status = _status(pid)
-            if "VmHWM" in status:
-                kb = int(status["VmHWM"].split()[0])
-                known, peak = self._peaks.get(pid, ("other", 0))
-                kind = "python_client" if pid == self._client else _kind(pid)
-                # a process seen between fork and exec has no command line yet: keep the best guess
-                self._peaks[pid] = (kind if kind != "other" else known, max(kb, peak))
-            todo.extend(_children(pid))
+        raise NotImplementedError
+
+    def _kind_of(self, pid: int) -> str:
+        return "python_client" if pid == self._client else _kind(pid)
 
     def _run(self):
         while not self._stop.wait(self._every):
@@ -87,6 +78,35 @@ class PeakMemory:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        self.sample()
+
+
+class PeakMemory(TreeSampler):
+    """Samples the resident memory of ``roots`` and all their descendants every ``every`` seconds;
+    ``peaks_mb()`` gives, per kind (``jvm``, ``python_worker``, ``python_client``), the largest peak
+    resident size (VmHWM) of one process of that kind, in MiB.
+
+    Example::
+
+        >>> with PeakMemory([os.getpid()]) as memory:
+        ...     pass
+        >>> memory.peaks_mb()["python_client"] > 1
+        True
+    """
+
+    def __init__(self, roots, every: float = 0.5, client: int = None):
+        super().__init__(roots, every, client)
+        self._peaks: Dict[int, tuple] = {}
+
+    def sample(self) -> None:
+        for pid in process_tree(self._roots):
+            status = _status(pid)
+            if "VmHWM" in status:
+                kb = int(status["VmHWM"].split()[0])
+                known, peak = self._peaks.get(pid, ("other", 0))
+                kind = self._kind_of(pid)
+                # a process seen between fork and exec has no command line yet: keep the best guess
+                self._peaks[pid] = (kind if kind != "other" else known, max(kb, peak))
 
     def peaks_mb(self) -> Dict[str, float]:
         out: Dict[str, float] = {}
