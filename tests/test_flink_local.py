@@ -134,3 +134,30 @@ def test_execute_and_collect_returns_an_output_and_runs_the_other_sinks(tmp_path
         assert sorted(r["batch_id"] for r in rows) == list(range(6))
         assert all(r["predictions"].shape == (32, 4) for r in rows)
     assert sorted(read_results(tmp_path).models) == [0, 1]  # the job ran its other sinks and ended
+
+
+def test_file_sinks_write_one_file_per_subtask_and_refuse_other_record_types(tmp_path):
+    from pyflink.common import Types
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from pyflink_tensair.errors import ConfigError
+    from pyflink_tensair.flink.environment import use_this_interpreter
+    from pyflink_tensair.flink.sinks import write_json_lines, write_records
+    from pyflink_tensair.flink.sources import number_sequence
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    use_this_interpreter(env)
+    numbers = number_sequence(env, 0, 4, name="numbers", uid="numbers")
+    with pytest.raises(ConfigError, match=r"stream of Types.STRING\(\)"):
+        write_json_lines(numbers, str(tmp_path), "numbers")  # longs, not strings
+    with pytest.raises(ConfigError, match="prefix"):
+        write_records(numbers, str(tmp_path), "a/b")
+    lines = numbers.map(lambda n: f'{{"n": {n}}}', output_type=Types.STRING()).set_parallelism(1)
+    records = numbers.map(lambda n: bytes([n]) * 3, output_type=Types.PRIMITIVE_ARRAY(Types.BYTE())).set_parallelism(1)
+    write_json_lines(lines, str(tmp_path / "out"), "lines").set_parallelism(1)
+    write_records(records, str(tmp_path / "out"), "record").set_parallelism(1)
+    env.execute("file sinks")
+    assert (tmp_path / "out" / "lines-0.jsonl").read_text().splitlines() == [f'{{"n": {n}}}' for n in range(5)]
+    written = sorted(p.name for p in (tmp_path / "out").glob("record-*"))
+    assert written == [f"record-0-{n:06d}.bin" for n in range(5)]
+    assert [(tmp_path / "out" / name).read_bytes() for name in written] == [bytes([n]) * 3 for n in range(5)]

@@ -77,12 +77,20 @@ def prepare_environment(env, config: TrainConfig) -> None:
 
 
 def add_channel_jar(env) -> str:
-    """Builds (once) and adds the feedback-channel jar to the job; returns its path."""
+    """Builds (once) and adds the project's Java classes (the feedback channel, the file sinks) to
+    the job and to this client's class loader; returns the jar's path. ``env`` as
+    :func:`env_configuration` takes it (what PyFlink's ``add_jars`` does, without needing a PyFlink
+    environment)."""
+    from pyflink.common import Configuration
+    from pyflink.util.java_utils import add_jars_to_context_class_loader
+
     from ..feedback import channel_jar
 
     path = channel_jar()
     url = "file://" + path
     conf = env_configuration(env)
-    if url not in conf.get_string("pipeline.jars", ""):
-        env.add_jars(url)
+    jars = Configuration.parse_list_value(conf.get_string("pipeline.jars", "") or None)
+    if url not in jars:
+        add_jars_to_context_class_loader([url])
+        conf.set_string("pipeline.jars", str([*jars, url]))
     return path

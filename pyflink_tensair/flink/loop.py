@@ -107,11 +107,22 @@ class FeedbackLoop:
 
     @staticmethod
     def side_output(stream, tag):
-        """The side output ``tag`` of ``stream`` as a raw JVM stream: PyFlink's ``get_side_output``
-        would add an identity Python map, two more crossings of every message."""
-        from pyflink.datastream import DataStream
+        """The side output ``tag`` of ``stream`` (a Python operator's) as a raw JVM stream:
+        PyFlink's ``get_side_output`` would add an identity Python map, a Beam bundle per record.
 
-        return DataStream(stream._j_data_stream.getSideOutput(tag.get_java_output_tag()))
+        The tag is registered on the operator here. PyFlink registers the tags it finds behind
+        the environment's sinks when the job is submitted, which misses a side output collected
+        with ``execute_and_collect()`` (its sink is added after): the records would be dropped.
+        """
+        from pyflink.datastream import DataStream
+        from pyflink.java_gateway import get_gateway
+
+        jvm = get_gateway().jvm
+        j_tag = tag.get_java_output_tag()
+        factory = jvm.org.apache.flink.python.util.PythonConfigUtil.getOperatorFactory(
+            stream._j_data_stream.getTransformation())
+        factory.getOperator().addSideOutputTags(jvm.java.util.Collections.singletonList(j_tag))
+        return DataStream(stream._j_data_stream.getSideOutput(j_tag))
 
     def close(self, messages, parallelism: int):
         """Sends ``messages`` (encoded, subtask ``i`` to feedback source ``i``) into the loop."""

@@ -1,65 +1,53 @@
-"""Simple file sinks for the jobs: one file per subtask, one line (or file) per record, flushed.
+"""File sinks for the jobs: one file per subtask, one line (or file) per record, flushed.
 
 They let the job's driver follow progress while the job runs and read the results after, in local
-mode and on a cluster whose TaskManagers share the driver's file system.
+mode and on a cluster whose TaskManagers share the driver's file system. Both are Java sinks (in
+the project's jar, see :mod:`pyflink_tensair.feedback`): a record written by them never crosses
+into Python again, where a Python writer cost a Beam bundle per record.
 """
 
 from __future__ import annotations
 
 import os
 
-from pyflink.common import Types
-from pyflink.datastream import ProcessFunction
+from ..errors import ConfigError
 
 
-class _FileWriter(ProcessFunction):
-    """Writes into ``folder``, naming its files ``<prefix>-<subtask>...``."""
+def _sink_to(stream, java_sink: str, expected_type, type_name: str, folder: str, prefix: str, name: str, what: str):
+    from pyflink.datastream.connectors import Sink
+    from pyflink.java_gateway import get_gateway
 
-    def __init__(self, folder: str, prefix: str):
-        self._folder = folder
-        self._prefix = prefix
+    from .environment import add_channel_jar
 
-    def open(self, runtime_context):
-        os.makedirs(self._folder, exist_ok=True)
-        self._index = runtime_context.get_index_of_this_subtask()
-
-
-class _JsonLinesWriter(_FileWriter):
-    def open(self, runtime_context):
-        super().open(runtime_context)
-        self._file = open(os.path.join(self._folder, f"{self._prefix}-{self._index}.jsonl"), "a", encoding="utf-8")
-
-    def process_element(self, value, ctx):
-        self._file.write(value + "\n")
-        self._file.flush()
-        return iter(())
-
-    def close(self):
-        if getattr(self, "_file", None):
-            self._file.close()
-
-
-class _RecordFileWriter(_FileWriter):
-    def open(self, runtime_context):
-        super().open(runtime_context)
-        self._count = 0
-
-    def process_element(self, value, ctx):
-        path = os.path.join(self._folder, f"{self._prefix}-{self._index}-{self._count:06d}.bin")
-        with open(path + ".tmp", "wb") as f:
-            f.write(bytes(value))
-        os.replace(path + ".tmp", path)
-        self._count += 1
-        return iter(())
+    if not folder or not prefix or os.sep in prefix:
+        raise ConfigError(f"a sink needs a folder and a file prefix without '{os.sep}'. Received: "
+                          f"folder={folder!r}, prefix={prefix!r}")
+    j_stream = stream._j_data_stream
+    if not j_stream.getType().equals(expected_type.get_java_type_info()):
+        raise ConfigError(f"{what} writes a stream of {type_name}; this stream carries "
+                          f"{j_stream.getType().toString()} (give the operator that makes it output_type={type_name})")
+    add_channel_jar(j_stream.getExecutionEnvironment())
+    j_sink = getattr(get_gateway().jvm.pyflinktensair.sinks, java_sink)(os.path.abspath(folder), prefix)
+    return stream.sink_to(Sink(j_sink)).name(f"{name}: write {prefix}").uid(f"{name}-write-{prefix}")
 
 
 def write_json_lines(stream, folder: str, prefix: str, *, name: str = "tensair"):
-    """Appends each string record of ``stream`` to ``folder/prefix-<subtask>.jsonl``."""
-    return (stream.process(_JsonLinesWriter(folder, prefix), output_type=Types.BOOLEAN())
-            .name(f"{name}: write {prefix}").uid(f"{name}-write-{prefix}"))
+    """Appends each string record of ``stream`` to ``folder/prefix-<subtask>.jsonl``; returns the
+    sink (set its parallelism to choose how many files).
+
+    Example::
+
+        write_json_lines(train(batches, model=build).metrics, "out", "metrics").set_parallelism(1)
+    """
+    from pyflink.common import Types
+
+    return _sink_to(stream, "LineFileSink", Types.STRING(), "Types.STRING()", folder, prefix, name, "write_json_lines")
 
 
 def write_records(stream, folder: str, prefix: str, *, name: str = "tensair"):
-    """Writes each bytes record of ``stream`` to its own file ``folder/prefix-<subtask>-<n>.bin``."""
-    return (stream.process(_RecordFileWriter(folder, prefix), output_type=Types.BOOLEAN())
-            .name(f"{name}: write {prefix}").uid(f"{name}-write-{prefix}"))
+    """Writes each bytes record of ``stream`` to its own file ``folder/prefix-<subtask>-<n>.bin``
+    (``n`` from ``000000``, renamed into place once complete); returns the sink."""
+    from pyflink.common import Types
+
+    return _sink_to(stream, "RecordFileSink", Types.PRIMITIVE_ARRAY(Types.BYTE()),
+                    "Types.PRIMITIVE_ARRAY(Types.BYTE())", folder, prefix, name, "write_records")

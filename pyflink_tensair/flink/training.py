@@ -11,7 +11,8 @@ plumbing is :class:`~.loop.FeedbackLoop`'s)::
           └──────────── feedback sink (N) ◄───────────────────────────┘   ├─► probes (side output, JSON)
                                                                               feedback (side output)
 
-Only the replicas run Python (see :mod:`.loop` for the Java plumbing). The job ends by itself when
+Only the replicas run Python (see :mod:`.loop` for the Java plumbing); the side outputs are the
+replicas' own, with no Python operator behind them. The job ends by itself when
 the batches end: every replica then sends a done marker, and the feedback sources end after them.
 """
 
@@ -127,12 +128,9 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
     replicas = loop.training_operator(loop.named(replicas, "replicas", "replicas"))
     loop.close(loop.side_output(replicas, types.feedback_tag(config.name)), n)
 
-    # get_side_output inserts an identity map of its own; name it like every other operator
-    def side_output(tag, what: str, description: str):
-        return loop.named(replicas.get_side_output(tag), what, description).set_parallelism(n)
-
-    metrics = side_output(types.metrics_tag(config.name), "metrics", "metrics")
-    models = side_output(types.models_tag(config.name), "models", "final models")
-    probes = side_output(types.probes_tag(config.name), "probes", "probes")
+    # raw JVM side outputs: PyFlink's get_side_output adds an identity Python map (a Beam bundle per record)
+    metrics = loop.side_output(replicas, types.metrics_tag(config.name))
+    models = loop.side_output(replicas, types.models_tag(config.name))
+    probes = loop.side_output(replicas, types.probes_tag(config.name))
     return TrainOutput(predictions=replicas, metrics=metrics, models=models, probes=probes, loop_id=loop.loop_id,
                        model=model)
