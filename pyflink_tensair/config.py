@@ -131,6 +131,15 @@ class TrainConfig:
         latency: :class:`LatencySettings` applied to the job, or ``None`` to keep the job's own.
         workers: :class:`WorkerMode` for a local mini-cluster.
         trainer: :class:`TrainerMode`, which thread trains inside the replica's function.
+        checkpoint_interval_s: seconds between Flink checkpoints, each holding every replica's
+            state (weights, optimizer slots, counters, held batches, unacknowledged messages);
+            ``None`` leaves the job's own checkpointing settings alone.
+        state_backend: ``"hashmap"`` (state on the JVM heap) or ``"rocksdb"`` (on local disk),
+            with checkpoints.
+        checkpoint_dir: where checkpoints go (a path or a URI); ``None``: the job's own setting
+            (the JobManager's memory, if none).
+        restart_attempts: restarts from the last checkpoint before the job fails (fixed delay
+            of 1 s), unless the job sets its own restart strategy.
         name: prefix of every operator's name and uid (two ``train`` calls in one job need two
             names).
 
@@ -150,6 +159,10 @@ class TrainConfig:
     latency: Optional[LatencySettings] = field(default_factory=LatencySettings)
     workers: WorkerMode = WorkerMode.PROCESS
     trainer: TrainerMode = TrainerMode.THREAD
+    checkpoint_interval_s: Optional[float] = None
+    state_backend: str = "hashmap"
+    checkpoint_dir: Optional[str] = None
+    restart_attempts: int = 3
     name: str = "tensair"
 
     def __post_init__(self):
@@ -180,6 +193,18 @@ class TrainConfig:
                 raise ConfigError(
                     f"{name} must be one of {allowed}. Received: {name}={value!r}"
                 ) from None
+        if self.checkpoint_interval_s is not None and (
+            isinstance(self.checkpoint_interval_s, bool) or not isinstance(self.checkpoint_interval_s, (int, float))
+            or not self.checkpoint_interval_s >= 0.01
+        ):
+            raise ConfigError("checkpoint_interval_s must be a number of seconds >= 0.01 or None. "
+                              f"Received: checkpoint_interval_s={self.checkpoint_interval_s!r}")
+        if self.state_backend not in ("hashmap", "rocksdb"):
+            raise ConfigError(f"state_backend must be 'hashmap' or 'rocksdb'. Received: state_backend={self.state_backend!r}")
+        if self.checkpoint_dir is not None and (not isinstance(self.checkpoint_dir, str) or not self.checkpoint_dir):
+            raise ConfigError(f"checkpoint_dir must be a non-empty path or URI, or None. "
+                              f"Received: checkpoint_dir={self.checkpoint_dir!r}")
+        _require_int("restart_attempts", self.restart_attempts, 0)
         if self.latency is not None and not isinstance(self.latency, LatencySettings):
             raise ConfigError(
                 "latency must be a LatencySettings or None. "

@@ -35,6 +35,20 @@ def done_marker_after_three(index):
     return make_batch(index) if index < 3 else wire.encode_message(DoneMessage(0, 1))
 
 
+def fail_once(index, *, at: int, marker_dir: str, checkpoint_dir: str):
+    """Batch ``index`` (a ``Batch``, for ``batch_source``), except that the job fails once, at
+    the first batch from ``at`` on that is made after a checkpoint completed in
+    ``checkpoint_dir``; it writes the failed batch's number to ``marker_dir/failed``."""
+    from pyflink_tensair.datasets.teacher import teacher_classification_batch
+
+    marker = os.path.join(marker_dir, "failed")
+    if index >= at and not os.path.exists(marker) and glob.glob(os.path.join(checkpoint_dir, "*", "chk-*", "_metadata")):
+        with open(marker, "w") as f:
+            f.write(str(index))
+        raise RuntimeError(f"injected failure at batch {index}")
+    return teacher_classification_batch(index, batch_size=32, features=FEATURES, classes=CLASSES, seed=0)
+
+
 def worker_pid(_):
     """The process a Python function runs in."""
     return os.getpid()

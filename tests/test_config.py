@@ -23,6 +23,11 @@ def test_defaults_are_valid_and_frozen():
     ({"latency": {"bundle_size": 1}}, "latency must be a LatencySettings or None"),
     ({"name": "my job"}, "name must be a non-empty string"),
     ({"tf_intra_op_threads": 0}, "tf_intra_op_threads must be an int >= 1. Received: tf_intra_op_threads=0"),
+    ({"checkpoint_interval_s": 0}, "checkpoint_interval_s must be a number of seconds >= 0.01 or None"),
+    ({"checkpoint_interval_s": "10"}, "checkpoint_interval_s must be a number of seconds >= 0.01 or None"),
+    ({"state_backend": "forst"}, "state_backend must be 'hashmap' or 'rocksdb'. Received: state_backend='forst'"),
+    ({"checkpoint_dir": ""}, "checkpoint_dir must be a non-empty path or URI, or None"),
+    ({"restart_attempts": -1}, "restart_attempts must be an int >= 0. Received: restart_attempts=-1"),
 ])
 def test_errors_name_field_rule_and_value(fields, message):
     with pytest.raises(ConfigError) as err:

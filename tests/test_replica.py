@@ -229,5 +229,5 @@ def test_a_lone_replica_sends_no_gradients_but_still_ends_its_channel():
     events = replica.on_batch(make_regression_batches(1, 2)[0])
     assert not any(isinstance(e, Broadcast) for e in events)
     events = replica.on_input_end()
-    assert [e.message for e in events if isinstance(e, Broadcast)] == [DoneMessage(0, 1)]
+    assert [e.message for e in events if isinstance(e, Broadcast)] == [DoneMessage(0, 1, acks=(0,))]
     assert replica.finished

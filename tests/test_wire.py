@@ -116,3 +116,12 @@ def test_random_corruption_only_ever_raises_wire_format_errors():
             wire.decode_message(bytes(corrupted))
         except WireFormatError:
             pass  # any other exception type fails the test
+
+
+def test_tensors_keep_their_shape_including_scalars_and_non_contiguous_views():
+    arrays = {"scalar": np.array(7, np.int64), "view": np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2],
+              "empty": np.zeros((0, 3), np.float32)}
+    _, decoded = wire.decode_tensors(wire.encode_tensors(arrays))
+    for name, array in arrays.items():
+        assert decoded[name].shape == array.shape and decoded[name].dtype == array.dtype
+        np.testing.assert_array_equal(decoded[name], array)

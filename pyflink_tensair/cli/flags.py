@@ -133,6 +133,13 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
                         help="batches a replica may hold while the staleness bound stops it (default: the job's)")
     parser.add_argument("--progress-every", type=greater_than(0, "progress_every"), default=3.0,
                         help="seconds between progress lines")
+    parser.add_argument("--checkpoint-interval", type=at_least(0, float, "checkpoint_interval"),
+                        default=DEFAULT_CHECKPOINT_INTERVAL_S,
+                        help="seconds between Flink checkpoints of every replica's state; a failed job restarts from "
+                             f"the last one (0: no checkpoints; default: {DEFAULT_CHECKPOINT_INTERVAL_S:g})")
+    parser.add_argument("--state-backend", choices=["hashmap", "rocksdb"], default="hashmap",
+                        help="where Flink keeps the state between checkpoints: JVM heap (default) or RocksDB on disk")
+    parser.add_argument("--checkpoint-dir", metavar="DIR", help="where checkpoints go (default: <outdir>/checkpoints)")
     defaults = LatencySettings()
     for flag, field in (("--bundle-size", "bundle_size"), ("--bundle-time-ms", "bundle_time_ms"),
                         ("--buffer-timeout-ms", "buffer_timeout_ms")):
@@ -141,6 +148,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
 
 
 HELD_BYTES_PER_REPLICA = 1 << 30
+DEFAULT_CHECKPOINT_INTERVAL_S = 10.0
 
 
 def held_batches_capacity(args, total_batches: int, batch_bytes: int) -> int:
@@ -167,6 +175,11 @@ def config_from_args(args, **overrides) -> TrainConfig:
                   seed=args.seed, workers=args.workers, trainer=args.trainer, tf_intra_op_threads=args.tf_threads, latency=latency)
     if args.buffer_capacity is not None:
         fields["buffer_capacity"] = args.buffer_capacity
+    if args.checkpoint_interval > 0:
+        if not args.checkpoint_dir:  # the job's outdir, fixed here so the job writes its results beside
+            args.outdir = os.path.abspath(args.outdir or default_outdir(overrides.get("name", "tensair")))
+        fields.update(checkpoint_interval_s=args.checkpoint_interval, state_backend=args.state_backend,
+                      checkpoint_dir=args.checkpoint_dir or os.path.join(args.outdir, "checkpoints"))
     fields.update(overrides)
     return TrainConfig(**fields)
 

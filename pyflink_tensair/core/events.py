@@ -27,7 +27,8 @@ class Prediction:
 
 @dataclass(frozen=True)
 class Metrics:
-    """One replica's progress after a batch (``phase="batch"``) or at its end (``"final"``).
+    """One replica's progress after a batch (``phase="batch"``), at its end (``"final"``), or where it
+    resumed after a restore from a checkpoint (``"restored"``).
 
     ``staleness`` is how many local steps the replica was ahead of the slowest peer whose
     gradients it had applied, when it started the step (it never exceeds the staleness bound

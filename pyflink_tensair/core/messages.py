@@ -104,6 +104,7 @@ class GradientMessage:
     step: int
     first_step: int
     gradients: Gradients
+    acks: Tuple[int, ...] = ()  # see DoneMessage
 
     @property
     def nbytes(self) -> int:
@@ -120,6 +121,9 @@ class DoneMessage:
 
     sender: int
     final_step: int
+    # acks[r]: the sender's state holds every message of replica r up to step acks[r] (applied or
+    # waiting), so r need never re-send those after a restore; empty when the sender tells nothing.
+    acks: Tuple[int, ...] = ()
 
 
 PeerMessage = Union[GradientMessage, DoneMessage]

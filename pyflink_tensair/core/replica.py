@@ -24,6 +24,14 @@ Two update rules, chosen by the staleness bound ``s``:
   until then arriving batches wait in a bounded buffer. A blocked replica flushes its partial
   outgoing sum at once, so replicas can never wait on each other in a cycle.
 
+Across a restore (Flink restarts the job from a checkpoint, and the messages that were inside the
+feedback loop are in no checkpoint) the protocol re-sends instead of logging: every message
+carries ``acks``, how far the sender's state holds each peer's messages; a replica keeps the
+messages it sent until every peer has acknowledged them (part of its snapshot), and
+:meth:`Replica.resend` sends them again after :meth:`Replica.restore`. Receivers drop the repeats
+by ``(sender, step)``. A message a restored replica does not count as sent was sent after its
+snapshot, so no restored peer can have applied it: nothing is applied twice, nothing is lost.
+
 Example (two replicas of a NumPy model, messages routed by hand)::
 
     >>> from pyflink_tensair.testing import LinearModel
@@ -36,6 +44,7 @@ Example (two replicas of a NumPy model, messages routed by hand)::
 from __future__ import annotations
 
 import collections
+import dataclasses
 import time
 from typing import Callable, Deque, Dict, List, Optional
 
@@ -99,6 +108,9 @@ class Replica:
         self._sync_done = 0  # last step whose averaged update is applied (s = 0)
         self._sync_pending: Dict[int, Dict[int, Gradients]] = {}
         self._held: Deque[Batch] = collections.deque()
+        self._unacked: Dict[int, GradientMessage] = {}  # step -> a message some peer has not acknowledged
+        self._acked_by: Dict[int, int] = {p: 0 for p in self._peers}  # how far each peer holds ours
+        self.messages_resent = 0
         self.input_ended = False
         self.done_sent = False
         self.finished = False
@@ -143,6 +155,7 @@ class Replica:
         if message.sender == self.id or not 0 <= message.sender < self.replicas:
             raise ProtocolError(f"replica {self.id} received a message from sender {message.sender}")
         out: List[Event] = []
+        self._note_acks(message)
         if isinstance(message, DoneMessage):
             self._peer_final[message.sender] = message.final_step
             if self.synchronous:
@@ -159,6 +172,18 @@ class Replica:
             self.messages_applied += 1
             self._mark_applied(message.sender, message.first_step, message.step)
         self._drain(out)
+        return out
+
+    def resend(self) -> List[Event]:
+        """After :meth:`restore`: a ``"restored"`` metrics record (where the replica resumes),
+        then the messages some peer may not hold (sent before the snapshot, never
+        acknowledged), oldest first, and the done marker if it was sent."""
+        out: List[Event] = [self._metrics("restored", None)]
+        for step in sorted(self._unacked):
+            out.append(Broadcast(dataclasses.replace(self._unacked[step], acks=self._acks())))
+        if self.done_sent:
+            out.append(Broadcast(DoneMessage(self.id, self.local_step, self._acks())))
+        self.messages_resent += len(out) - 1
         return out
 
     def on_input_end(self) -> List[Event]:
@@ -194,6 +219,26 @@ class Replica:
             return message.step <= self._sync_done or message.sender in self._sync_pending.get(message.step, {})
         return message.step <= self._applied[message.sender] or (
             message.first_step in self._applied_ahead[message.sender])
+
+    def _received_through(self, sender: int) -> int:
+        """The highest step through which every message of ``sender`` is in this replica's state."""
+        if not self.synchronous:
+            return self._applied[sender]
+        step = self._sync_done
+        while sender in self._sync_pending.get(step + 1, {}):
+            step += 1
+        return step
+
+    def _acks(self):
+        return tuple(0 if r == self.id else self._received_through(r) for r in range(self.replicas))
+
+    def _note_acks(self, message: PeerMessage) -> None:
+        if len(message.acks) != self.replicas:
+            return  # a sender that acknowledges nothing (e.g. an older one): keep what it has not confirmed
+        self._acked_by[message.sender] = max(self._acked_by[message.sender], message.acks[self.id])
+        confirmed = min(self._acked_by.values())
+        for step in [s for s in self._unacked if s <= confirmed]:
+            del self._unacked[step]
 
     def _mark_applied(self, sender: int, first: int, last: int) -> None:
         ahead = self._applied_ahead[sender]
@@ -260,9 +305,11 @@ class Replica:
         if not self._peers and isinstance(message, GradientMessage):
             return  # nobody to tell; the done marker still goes out, it ends the feedback channel
         self.messages_sent += 1
+        message = dataclasses.replace(message, acks=self._acks())
         if isinstance(message, GradientMessage):
             self.bytes_sent += message.nbytes
             self.dense_bytes_sent += dense_nbytes(message.gradients)
+            self._unacked[message.step] = message
         out.append(Broadcast(message))
 
     def _drain(self, out: List[Event]) -> None:
@@ -334,7 +381,7 @@ class Replica:
 
     _COUNTERS = ("local_step", "model_version", "messages_sent", "bytes_sent", "dense_bytes_sent",
                  "messages_applied", "duplicates_dropped", "bound_overflows", "_sync_done",
-                 "_outgoing_first", "input_ended", "done_sent", "finished")
+                 "_outgoing_first", "input_ended", "done_sent", "finished", "messages_resent")
 
     def snapshot(self) -> Dict[str, np.ndarray]:
         """Everything the replica needs to resume, as a flat dict of plain arrays.
@@ -358,6 +405,9 @@ class Replica:
         for sender, ahead in self._applied_ahead.items():
             if ahead:
                 state[f"ahead/{sender}"] = np.array(sorted(ahead.items()), np.int64)
+        for step, message in self._unacked.items():
+            state[f"unacked/{step:012d}"] = _as_uint8(wire.encode_message(message))
+        state["acked_by"] = np.array([self._acked_by.get(p, 0) for p in range(self.replicas)], np.int64)
         return state
 
     def restore(self, state: Dict[str, np.ndarray]) -> None:
@@ -376,6 +426,12 @@ class Replica:
         self._applied_ahead = {p: {} for p in self._peers}
         for key in (k for k in state if k.startswith("ahead/")):
             self._applied_ahead[int(key.split("/")[1])] = {int(a): int(b) for a, b in state[key]}
+        self._unacked = {}
+        for key in sorted(k for k in state if k.startswith("unacked/")):
+            message = wire.decode_message(state[key].tobytes())
+            self._unacked[message.step] = message
+        acked_by = state.get("acked_by", np.zeros(self.replicas, np.int64))
+        self._acked_by = {p: int(acked_by[p]) for p in self._peers}
 
 
 def _as_uint8(data: bytes) -> np.ndarray:

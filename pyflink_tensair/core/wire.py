@@ -41,9 +41,11 @@ KIND_GRADIENT = 2
 KIND_DONE = 3
 KIND_TENSORS = 4
 KIND_START = 5
+KIND_SNAPSHOT = 6  # from the replica operator (Java) before a checkpoint barrier
+KIND_OPEN = 7  # from the replica operator once its Python worker is up
 KIND_OFFSET = 5  # where the Java channel looks for KIND_DONE
 _KIND_NAMES = {KIND_BATCH: "batch", KIND_GRADIENT: "gradient", KIND_DONE: "done", KIND_TENSORS: "tensors",
-               KIND_START: "start"}
+               KIND_START: "start", KIND_SNAPSHOT: "snapshot", KIND_OPEN: "open"}
 
 _PREFIX = struct.Struct("<4sBBHI")
 _ALIGN = 8
@@ -89,7 +91,8 @@ def encode_record(kind: int, meta: Mapping, tensors: Mapping[str, np.ndarray]) -
             if swapped.str not in _DTYPES:
                 raise WireFormatError(f"tensor {name!r} has unsupported dtype {array.dtype}")
             array = array.astype(swapped)
-        array = np.ascontiguousarray(array)
+        if not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)  # (not for every array: it makes a 0-d array 1-d)
         entries.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape),
                         "offset": offset, "nbytes": array.nbytes})
         chunks.append(memoryview(array).cast("B") if array.nbytes else b"")
@@ -245,7 +248,8 @@ def decode_batch(data) -> Batch:
 
 def encode_message(message: PeerMessage) -> bytes:
     if isinstance(message, DoneMessage):
-        return encode_record(KIND_DONE, {"sender": message.sender, "final_step": message.final_step}, {})
+        return encode_record(KIND_DONE, {"sender": message.sender, "final_step": message.final_step,
+                                         "acks": [int(a) for a in message.acks]}, {})
     tensors, sparse = {}, {}
     for name, grad in message.gradients.items():
         if isinstance(grad, SparseGradient):
@@ -255,7 +259,8 @@ def encode_message(message: PeerMessage) -> bytes:
         else:
             tensors[name] = grad
     meta = {"sender": message.sender, "step": message.step, "first_step": message.first_step,
-            "sparse": json.dumps(sparse, separators=(",", ":")), "order": json.dumps(list(message.gradients))}
+            "sparse": json.dumps(sparse, separators=(",", ":")), "order": json.dumps(list(message.gradients)),
+            "acks": [int(a) for a in message.acks]}
     return encode_record(KIND_GRADIENT, meta, tensors)
 
 
@@ -263,7 +268,7 @@ def decode_message(data) -> PeerMessage:
     """Decodes a gradient message or a done marker."""
     kind, meta, tensors = decode_record(data)
     if kind == KIND_DONE:
-        return DoneMessage(_require_meta_int(meta, "sender", 0), _require_meta_int(meta, "final_step", 0))
+        return DoneMessage(_require_meta_int(meta, "sender", 0), _require_meta_int(meta, "final_step", 0), _acks(meta))
     _expect_kind(kind, KIND_GRADIENT)
     sender = _require_meta_int(meta, "sender", 0)
     step = _require_meta_int(meta, "step", 1)
@@ -294,7 +299,14 @@ def decode_message(data) -> PeerMessage:
             raise WireFormatError(f"gradient record lists {name!r} but carries no such tensor")
     if tensors:
         raise WireFormatError(f"gradient record has unexpected tensors {sorted(tensors)}")
-    return GradientMessage(sender=sender, step=step, first_step=first_step, gradients=gradients)
+    return GradientMessage(sender=sender, step=step, first_step=first_step, gradients=gradients, acks=_acks(meta))
+
+
+def _acks(meta: Mapping) -> Tuple[int, ...]:
+    acks = meta.get("acks", [])
+    if not isinstance(acks, list) or any(isinstance(a, bool) or not isinstance(a, int) or a < 0 for a in acks):
+        raise WireFormatError(f"meta 'acks' must be a list of ints >= 0. Received: {acks!r}")
+    return tuple(acks)
 
 
 # --- start markers -----------------------------------------------------------------------------
@@ -302,6 +314,13 @@ def decode_message(data) -> PeerMessage:
 def encode_start(replica: int) -> bytes:
     """The marker that reaches replica ``replica`` first, even when no batch ever does."""
     return encode_record(KIND_START, {"replica": replica}, {})
+
+
+def encode_marker(kind: int) -> bytes:
+    """The operator's own markers (``KIND_SNAPSHOT``, ``KIND_OPEN``): no meta, no tensors."""
+    if kind not in (KIND_SNAPSHOT, KIND_OPEN):
+        raise WireFormatError(f"kind must be KIND_SNAPSHOT or KIND_OPEN. Received: kind={kind!r}")
+    return encode_record(kind, {}, {})
 
 
 # --- tensors (predictions, model snapshots) -----------------------------------------------------

@@ -21,6 +21,7 @@ from ..core.replica import Replica
 from ..core.trainer import InlineTrainer, TrainerThread
 from ..errors import ProtocolError
 from . import types
+from .checkpointing import ChunkedState, map_state_descriptor
 
 END_OF_TIME = 2 ** 63 - 1  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
 
@@ -37,6 +38,11 @@ class ReplicaFunction(KeyedCoProcessFunction):
     Main output: prediction rows. Side outputs: metrics (JSON), feedback (encoded messages for
     the channel), models (each replica's final weights), probes (JSON; replica 0 runs ``probe``
     on its Keras model every ``probe_every_s`` seconds and once at the end).
+
+    Hosted by :class:`~.checkpointing` 's replica operator, input 1 also brings an open marker
+    (restore the replica's state, if a checkpoint holds one, and re-send what peers may lack)
+    and a snapshot marker before every checkpoint barrier (let the trainer finish, emit, write
+    the state).
     """
 
     def __init__(self, model, config: TrainConfig, keys: List[int],
@@ -69,6 +75,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._callback_s = 0.0
         self._codec_s = 0.0
         self._last: Metrics = None
+        self._state = ChunkedState(runtime_context.get_map_state(map_state_descriptor()))
         self._register_gauges(runtime_context.get_metrics_group().add_group("tensair"))
 
     def close(self):
@@ -102,7 +109,12 @@ class ReplicaFunction(KeyedCoProcessFunction):
     def process_element1(self, value, ctx):
         began = time.perf_counter()
         self._check_key(ctx)
-        if wire.peek_kind(value) != wire.KIND_START:
+        kind = wire.peek_kind(value)
+        if kind == wire.KIND_OPEN:
+            yield from self._restore()
+        elif kind == wire.KIND_SNAPSHOT:
+            yield from self._snapshot()
+        elif kind != wire.KIND_START:
             batch = wire.decode_batch(value)
             self._codec_s += time.perf_counter() - began
             self._trainer.put_batch(batch)
@@ -128,6 +140,19 @@ class ReplicaFunction(KeyedCoProcessFunction):
         elif timestamp == self._flush_timer:
             self._flush_timer = None
         yield from self._flush(ctx, began)
+
+    def _restore(self):
+        state = self._state.read()
+        if state is not None:
+            self._trainer.wait_idle()
+            self._replica.restore(state)
+            self._input_ended = self._replica.input_ended
+            yield from self._emit(self._replica.resend())
+
+    def _snapshot(self):
+        self._trainer.wait_idle()  # the batch it holds and the messages it queued are in the state
+        yield from self._emit(self._trainer.take())
+        self._state.write(self._replica.snapshot())
 
     def _flush(self, ctx, began: float):
         """Emits what the trainer has ready; while it still works, a processing-time timer

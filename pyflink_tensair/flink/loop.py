@@ -31,7 +31,7 @@ import uuid
 
 from ..config import TrainConfig
 from ..errors import ConfigError
-from . import routing, types
+from . import checkpointing, routing, types
 from .environment import add_channel_jar, env_configuration, prepare_environment
 from .routing import DEFAULT_MAX_PARALLELISM, pinned_keys
 
@@ -51,6 +51,7 @@ class FeedbackLoop:
         self.config = config
         self.env = StreamExecutionEnvironment(batches._j_data_stream.getExecutionEnvironment())
         prepare_environment(self.env, config)
+        checkpointing.configure(self.env, config)
         # With Python operator chaining on, execute_and_collect() keeps only the collected stream's
         # ancestors (PythonOperatorChainingOptimizer.apply(env, transformation)): the feedback
         # sink, and every other sink of the user's, are dropped, the feedback sources never end

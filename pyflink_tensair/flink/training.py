@@ -25,6 +25,7 @@ from typing import Callable, Optional
 from ..config import TrainConfig, as_train_config
 from ..errors import ConfigError
 from . import types
+from .checkpointing import replica_operator
 from .functions import ReplicaFunction
 from .loop import FeedbackLoop
 
@@ -122,9 +123,9 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
                 raise ConfigError(f"the probe failed on the initial model: {err!r}") from err
 
     n = config.replicas
-    replicas = (loop.keyed_inputs().connect(loop.keyed_feedback(n))
-                .process(ReplicaFunction(model, config, loop.keys, probe, probe_every_s),
-                         output_type=types.prediction_type()))
+    replicas = replica_operator(loop.keyed_inputs().connect(loop.keyed_feedback(n)),
+                                ReplicaFunction(model, config, loop.keys, probe, probe_every_s),
+                                types.prediction_type(), loop.keys)
     replicas = loop.training_operator(loop.named(replicas, "replicas", "replicas"))
     loop.close(loop.side_output(replicas, types.feedback_tag(config.name)), n)
 

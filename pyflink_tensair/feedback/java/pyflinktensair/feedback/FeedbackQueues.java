@@ -17,12 +17,24 @@ public final class FeedbackQueues {
 
     private FeedbackQueues() {}
 
-    static Channel channel(String loopId, int subtask) {
-        return CHANNELS.computeIfAbsent(loopId + "/" + subtask, k -> new Channel());
+    /**
+     * The channel of one task attempt. After a restart the sink and source of subtask i start as
+     * attempt a + 1 together (the loop is one failover region), and whatever the old attempt left
+     * in its queue was sent after the checkpoint the job restarts from: it must not be delivered.
+     * Opening attempt a drops the channels of earlier attempts of the same subtask.
+     */
+    static Channel channel(String loopId, int subtask, int attempt) {
+        String prefix = loopId + "/" + subtask + "/";
+        CHANNELS.keySet().removeIf(key -> key.startsWith(prefix) && attemptOf(key, prefix) < attempt);
+        return CHANNELS.computeIfAbsent(prefix + attempt, k -> new Channel());
     }
 
-    static void release(String loopId, int subtask) {
-        CHANNELS.remove(loopId + "/" + subtask);
+    static void release(String loopId, int subtask, int attempt) {
+        CHANNELS.remove(loopId + "/" + subtask + "/" + attempt);
+    }
+
+    private static int attemptOf(String key, String prefix) {
+        return Integer.parseInt(key.substring(prefix.length()));
     }
 
     /** One unbounded, lock-free queue plus a future that wakes the reader when data arrives. */

@@ -18,7 +18,8 @@ public final class FeedbackSink implements Sink<byte[]> {
     @Override
     public SinkWriter<byte[]> createWriter(WriterInitContext context) {
         int subtask = context.getTaskInfo().getIndexOfThisSubtask();
-        FeedbackQueues.Channel channel = FeedbackQueues.channel(loopId, subtask);
+        int attempt = context.getTaskInfo().getAttemptNumber();
+        FeedbackQueues.Channel channel = FeedbackQueues.channel(loopId, subtask, attempt);
         return new SinkWriter<byte[]>() {
             @Override
             public void write(byte[] record, Context ctx) {

@@ -57,7 +57,7 @@ public final class FeedbackSource implements Source<byte[], FeedbackSource.Split
 
     @Override
     public SourceReader<byte[], Split> createReader(SourceReaderContext context) {
-        return new Reader(loopId, context.getIndexOfSubtask());
+        return new Reader(loopId, context.getIndexOfSubtask(), attemptNumber(context));
     }
 
     @Override
@@ -80,6 +80,18 @@ public final class FeedbackSource implements Source<byte[], FeedbackSource.Split
         return new IntSerializer();
     }
 
+    /**
+     * The task's attempt number, which the reader's context does not offer: the metric group
+     * carries it as a scope variable (the sink's context has it as {@code TaskInfo}).
+     */
+    static int attemptNumber(SourceReaderContext context) {
+        String attempt = context.metricGroup().getAllVariables().get("<task_attempt_num>");
+        if (attempt == null) {
+            throw new IllegalStateException("the source reader's metric group has no <task_attempt_num>");
+        }
+        return Integer.parseInt(attempt);
+    }
+
     static boolean isDone(byte[] record) {
         return record.length > KIND_OFFSET && record[KIND_OFFSET] == KIND_DONE;
     }
@@ -88,13 +100,15 @@ public final class FeedbackSource implements Source<byte[], FeedbackSource.Split
     static final class Reader implements SourceReader<byte[], Split> {
         private final String loopId;
         private final int subtask;
+        private final int attempt;
         private final FeedbackQueues.Channel channel;
         private boolean ended;
 
-        Reader(String loopId, int subtask) {
+        Reader(String loopId, int subtask, int attempt) {
             this.loopId = loopId;
             this.subtask = subtask;
-            this.channel = FeedbackQueues.channel(loopId, subtask);
+            this.attempt = attempt;
+            this.channel = FeedbackQueues.channel(loopId, subtask, attempt);
         }
 
         @Override
@@ -136,7 +150,7 @@ public final class FeedbackSource implements Source<byte[], FeedbackSource.Split
         @Override
         public void close() {
             if (ended) {
-                FeedbackQueues.release(loopId, subtask);
+                FeedbackQueues.release(loopId, subtask, attempt);
             }
         }
     }

@@ -1,8 +1,15 @@
 package pyflinktensair.feedback;
 
+import java.util.Collections;
+
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.RichFlatMapFunction;
 import org.apache.flink.api.common.functions.RichMapFunction;
+import org.apache.flink.api.common.state.ListState;
+import org.apache.flink.api.common.state.ListStateDescriptor;
+import org.apache.flink.runtime.state.FunctionInitializationContext;
+import org.apache.flink.runtime.state.FunctionSnapshotContext;
+import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
 import org.apache.flink.types.Row;
 import org.apache.flink.util.Collector;
 
@@ -22,19 +29,40 @@ public final class Keying {
 
     private Keying() {}
 
-    /** Deals mini-batches round-robin to {@code keys}; subtask s starts at replica s. */
-    public static final class RoundRobin extends RichMapFunction<byte[], Row> {
+    /**
+     * Deals mini-batches round-robin to {@code keys}; subtask s starts at replica s. Where it is
+     * in the deal is checkpointed, so a restored job deals the replayed batches as before.
+     */
+    public static final class RoundRobin extends RichMapFunction<byte[], Row> implements CheckpointedFunction {
         private static final long serialVersionUID = 1L;
         private final int[] keys;
         private int next;
+        private transient ListState<Integer> position;
+        private transient Integer restored;
 
         public RoundRobin(int[] keys) {
             this.keys = keys.clone();
         }
 
         @Override
+        public void initializeState(FunctionInitializationContext context) throws Exception {
+            position = context.getOperatorStateStore().getListState(new ListStateDescriptor<>("next", Integer.class));
+            if (context.isRestored()) {
+                for (Integer value : position.get()) {
+                    restored = value;
+                }
+            }
+        }
+
+        @Override
+        public void snapshotState(FunctionSnapshotContext context) throws Exception {
+            position.update(Collections.singletonList(next));
+        }
+
+        @Override
         public void open(OpenContext context) {
-            next = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() % keys.length;
+            next = restored != null ? restored % keys.length
+                    : getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() % keys.length;
         }
 
         @Override

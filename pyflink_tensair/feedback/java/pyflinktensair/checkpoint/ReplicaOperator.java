@@ -1,0 +1,70 @@
+package pyflinktensair.checkpoint;
+
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.streaming.api.functions.python.DataStreamPythonFunctionInfo;
+import org.apache.flink.streaming.api.operators.python.process.AbstractExternalDataStreamPythonFunctionOperator;
+import org.apache.flink.streaming.api.operators.python.process.ExternalPythonKeyedCoProcessOperator;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.types.Row;
+
+/**
+ * PyFlink's keyed co-process operator (process mode) with two hooks for the replica it hosts:
+ * a "snapshot now" record for the subtask's own key just before each checkpoint barrier leaves
+ * (the Python function writes its state then, once per checkpoint instead of once per record;
+ * the bundle that carries it finishes before the barrier, so the writes are in the checkpoint),
+ * and an "open" record once the Python worker is up (the function restores its state then, and
+ * re-sends what its peers may have lost).
+ *
+ * <p>Python functions have no snapshot hook of their own: this is the one place a checkpoint is
+ * visible to them. Each subtask hosts exactly one key, {@code keys[subtask]}.
+ */
+public class ReplicaOperator<OUT> extends ExternalPythonKeyedCoProcessOperator<OUT> {
+
+    private static final long serialVersionUID = 1L;
+
+    private final int[] keys;
+    private final byte[] snapshotMarker;
+    private final byte[] openMarker;
+
+    public ReplicaOperator(
+            Configuration config,
+            DataStreamPythonFunctionInfo pythonFunctionInfo,
+            TypeInformation<Row> inputTypeInfo1,
+            TypeInformation<Row> inputTypeInfo2,
+            TypeInformation<OUT> outputTypeInfo,
+            int[] keys,
+            byte[] snapshotMarker,
+            byte[] openMarker) {
+        super(config, pythonFunctionInfo, inputTypeInfo1, inputTypeInfo2, outputTypeInfo);
+        this.keys = keys.clone();
+        this.snapshotMarker = snapshotMarker.clone();
+        this.openMarker = openMarker.clone();
+    }
+
+    @Override
+    public void open() throws Exception {
+        super.open();
+        inject(openMarker);
+    }
+
+    @Override
+    public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
+        inject(snapshotMarker);
+        super.prepareSnapshotPreBarrier(checkpointId); // finishes the bundle: the state writes land
+    }
+
+    private void inject(byte[] marker) throws Exception {
+        int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+        StreamRecord<Row> record = new StreamRecord<>(Row.of(keys[subtask], marker));
+        setKeyContextElement1(record);
+        processElement1(record);
+    }
+
+    @Override
+    public <T> AbstractExternalDataStreamPythonFunctionOperator<T> copy(
+            DataStreamPythonFunctionInfo pythonFunctionInfo, TypeInformation<T> outputTypeInfo) {
+        return new ReplicaOperator<>(config, pythonFunctionInfo, getLeftInputType(), getRightInputType(),
+                outputTypeInfo, keys, snapshotMarker, openMarker);
+    }
+}

@@ -1,0 +1,143 @@
+"""Replica state in Flink checkpoints: the operator that tells Python when, and where the state goes.
+
+A Python function has no snapshot hook, so the replicas run in :class:`ReplicaOperator`
+(``java/pyflinktensair/checkpoint``), PyFlink's keyed co-process operator with two injected
+records for the subtask's own key: ``KIND_SNAPSHOT`` just before each checkpoint barrier, and
+``KIND_OPEN`` when the Python worker is up. On the first, the function lets its trainer finish,
+emits what it made and writes :meth:`~pyflink_tensair.core.replica.Replica.snapshot` into keyed
+state; on the second it restores that state, if any, and re-sends what peers may have lost.
+
+The snapshot goes into a ``MapState`` of chunks (:class:`ChunkedState`), never one value: PyFlink
+ships a value as one gRPC message and RocksDB stores it as one value (2 GiB ceilings, several
+copies on the way), and its caches count entries, not bytes. A chunk whose bytes did not change
+since the last checkpoint is not written again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Dict, Optional
+
+import numpy as np
+
+from ..core import wire
+
+CHUNK_BYTES = 4 * 1024 * 1024
+_MANIFEST = "manifest"
+
+
+def _chunk_key(index: int) -> str:
+    return f"chunk/{index:06d}"
+
+
+class ChunkedState:
+    """A dict of arrays kept in one keyed ``MapState`` of ``str -> bytes``: a JSON manifest (chunk
+    digests, total size) under ``"manifest"`` and the encoded snapshot in ``CHUNK_BYTES`` chunks.
+
+    ``map_state`` needs ``get``, ``put``, ``remove`` and ``contains`` (a PyFlink ``MapState``,
+    or a dict wrapper in tests). ``write`` returns how many bytes it wrote.
+
+    Example::
+
+        >>> class Dict_(dict):
+        ...     put, remove, contains = dict.__setitem__, dict.__delitem__, dict.__contains__
+        >>> state = ChunkedState(Dict_(), chunk_bytes=64)
+        >>> state.read() is None
+        True
+        >>> wrote = state.write({"w": np.arange(40, dtype=np.float32)})
+        >>> state.read()["w"][-1], state.write({"w": np.arange(40, dtype=np.float32)})
+        (np.float32(39.0), 0)
+    """
+
+    def __init__(self, map_state, chunk_bytes: int = CHUNK_BYTES):
+        self._state = map_state
+        self._chunk_bytes = chunk_bytes
+
+    def _manifest(self) -> Optional[dict]:
+        if not self._state.contains(_MANIFEST):
+            return None
+        return json.loads(bytes(self._state.get(_MANIFEST)).decode("utf-8"))
+
+    def write(self, arrays: Dict[str, np.ndarray], meta: Optional[dict] = None) -> int:
+        data = wire.encode_tensors(arrays, meta or {})
+        old = self._manifest() or {"chunks": []}
+        digests, written = [], 0
+        for index, start in enumerate(range(0, len(data), self._chunk_bytes)):
+            chunk = data[start:start + self._chunk_bytes]
+            digest = hashlib.sha1(chunk).hexdigest()
+            digests.append(digest)
+            if index >= len(old["chunks"]) or old["chunks"][index] != digest:
+                self._state.put(_chunk_key(index), chunk)
+                written += len(chunk)
+        for index in range(len(digests), len(old["chunks"])):
+            self._state.remove(_chunk_key(index))
+        manifest = {"chunks": digests, "bytes": len(data)}
+        if manifest != old:
+            self._state.put(_MANIFEST, json.dumps(manifest).encode("utf-8"))
+        return written
+
+    def read(self) -> Optional[Dict[str, np.ndarray]]:
+        """The arrays last written, or ``None`` if nothing was."""
+        manifest = self._manifest()
+        if manifest is None:
+            return None
+        data = b"".join(bytes(self._state.get(_chunk_key(i))) for i in range(len(manifest["chunks"])))
+        if len(data) != manifest["bytes"]:
+            raise wire.WireFormatError(f"the replica's state holds {len(data)} bytes, its manifest says "
+                                       f"{manifest['bytes']}: the checkpoint is damaged")
+        return wire.decode_tensors(data)[1]
+
+
+def map_state_descriptor():
+    from pyflink.common import Types
+    from pyflink.datastream.state import MapStateDescriptor
+
+    return MapStateDescriptor("tensair-replica-state", Types.STRING(), Types.PRIMITIVE_ARRAY(Types.BYTE()))
+
+
+def replica_operator(connected, function, output_type, keys):
+    """``connected.process(function, output_type)`` for the keyed ``connected`` streams, with the
+    replicas' :class:`ReplicaOperator` in place of PyFlink's own operator (process mode only)."""
+    from pyflink.datastream import DataStream
+    from pyflink.datastream.data_stream import _create_j_data_stream_python_function_info
+    from pyflink.fn_execution.flink_fn_execution_pb2 import UserDefinedDataStreamFunction
+    from pyflink.java_gateway import get_gateway
+    from pyflink.util.java_utils import get_j_env_configuration
+
+    from .environment import add_channel_jar
+    from .routing import _java_keys
+
+    gateway = get_gateway()
+    j_first = connected.stream1._j_data_stream
+    add_channel_jar(j_first.getExecutionEnvironment())
+    info = _create_j_data_stream_python_function_info(function, UserDefinedDataStreamFunction.KEYED_CO_PROCESS)
+    j_output_type = output_type.get_java_type_info()
+    operator = gateway.jvm.pyflinktensair.checkpoint.ReplicaOperator(
+        get_j_env_configuration(j_first.getExecutionEnvironment()), info,
+        j_first.getTransformation().getOutputType(), connected.stream2._j_data_stream.getTransformation().getOutputType(),
+        j_output_type, _java_keys(keys), wire.encode_marker(wire.KIND_SNAPSHOT), wire.encode_marker(wire.KIND_OPEN))
+    j_connected = j_first.connect(connected.stream2._j_data_stream)
+    return DataStream(j_connected.transform("Keyed Co-Process", j_output_type, operator))
+
+
+def configure(env, config) -> None:
+    """Checkpointing, state backend and restart strategy of ``env`` from ``config`` (a
+    :class:`~pyflink_tensair.TrainConfig`); nothing when ``config.checkpoint_interval_s`` is None."""
+    import os
+
+    from .environment import env_configuration
+
+    if config.checkpoint_interval_s is None:
+        return
+    conf = env_configuration(env)
+    conf.set_string("execution.checkpointing.interval", f"{int(config.checkpoint_interval_s * 1000)} ms")
+    conf.set_string("execution.checkpointing.mode", "EXACTLY_ONCE")
+    conf.set_string("state.backend.type", config.state_backend)
+    if config.checkpoint_dir:
+        conf.set_string("execution.checkpointing.dir", "file://" + os.path.abspath(config.checkpoint_dir)
+                        if "://" not in config.checkpoint_dir else config.checkpoint_dir)
+    if not conf.contains_key("restart-strategy.type"):
+        conf.set_string("restart-strategy.type", "fixed-delay")
+        conf.set_string("restart-strategy.fixed-delay.attempts", str(config.restart_attempts))
+        conf.set_string("restart-strategy.fixed-delay.delay", "1 s")

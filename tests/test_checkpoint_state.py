@@ -1,0 +1,78 @@
+"""ChunkedState (the replica's state in a MapState of chunks) and the jobs' checkpoint flags; no Flink."""
+
+import argparse
+
+import numpy as np
+import pytest
+
+from pyflink_tensair.cli import flags
+from pyflink_tensair.core import wire
+from pyflink_tensair.errors import WireFormatError
+from pyflink_tensair.flink.checkpointing import ChunkedState
+
+
+class FakeMapState(dict):
+    """What ChunkedState needs of a PyFlink MapState, with a log of the writes."""
+
+    def __init__(self):
+        super().__init__()
+        self.puts = []
+
+    def put(self, key, value):
+        self.puts.append(key)
+        self[key] = value
+
+    def remove(self, key):
+        del self[key]
+
+    def contains(self, key):
+        return key in self
+
+
+def test_only_changed_chunks_are_written_again_and_extra_ones_removed():
+    store = FakeMapState()
+    state = ChunkedState(store, chunk_bytes=1024)
+    arrays = {"a": np.zeros(1024, np.float32), "b": np.arange(4, dtype=np.int64)}
+    written = state.write(arrays)
+    chunks = sorted(k for k in store if k.startswith("chunk/"))
+    assert len(chunks) >= 4 and written == sum(len(store[k]) for k in chunks)
+    store.puts.clear()
+    assert state.write(arrays) == 0 and store.puts == []  # nothing changed, nothing written
+    before = wire.encode_tensors(arrays)
+    arrays["a"][-1] = 1.0  # one value: one chunk changes
+    after = wire.encode_tensors(arrays)
+    changed = {i // 1024 for i in range(len(after)) if before[i] != after[i]}
+    assert len(changed) == 1
+    state.write(arrays)
+    assert store.puts == [f"chunk/{changed.pop():06d}", "manifest"]
+    np.testing.assert_array_equal(state.read()["a"], arrays["a"])
+    state.write({"b": arrays["b"]})  # smaller: the chunks beyond it go
+    assert sorted(k for k in store if k.startswith("chunk/")) == ["chunk/000000"]
+    assert set(state.read()) == {"b"}
+
+
+def test_a_damaged_state_is_refused():
+    store = FakeMapState()
+    state = ChunkedState(store, chunk_bytes=64)
+    state.write({"w": np.arange(100, dtype=np.float32)})
+    store["chunk/000001"] = store["chunk/000001"][:10]
+    with pytest.raises(WireFormatError, match="damaged"):
+        state.read()
+    assert ChunkedState(FakeMapState()).read() is None
+
+
+def _args(argv):
+    parser = argparse.ArgumentParser()
+    flags.add_job_arguments(parser, batches=10, batch_size=8)
+    return parser.parse_args(argv)
+
+
+def test_jobs_checkpoint_by_default_into_their_outdir(tmp_path):
+    args = _args(["--outdir", str(tmp_path)])
+    config = flags.config_from_args(args, name="quickstart")
+    assert config.checkpoint_interval_s == flags.DEFAULT_CHECKPOINT_INTERVAL_S
+    assert config.checkpoint_dir == str(tmp_path / "checkpoints") and config.state_backend == "hashmap"
+    off = flags.config_from_args(_args(["--checkpoint-interval", "0"]), name="quickstart")
+    assert off.checkpoint_interval_s is None and off.checkpoint_dir is None
+    mine = flags.config_from_args(_args(["--checkpoint-dir", "s3://bucket/ckpt", "--state-backend", "rocksdb"]))
+    assert mine.checkpoint_dir == "s3://bucket/ckpt" and mine.state_backend == "rocksdb"

@@ -1,0 +1,70 @@
+"""Replica state in Flink checkpoints: a job that fails mid-training (a Python operator raises)
+restarts from its last checkpoint and ends as if undisturbed, on a local mini-cluster. Killing a
+TaskManager of the standalone cluster is not tested yet."""
+
+import functools
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyflink")
+
+from pyflink_tensair import TrainConfig  # noqa: E402
+from pyflink_tensair.testing import max_weight_diff  # noqa: E402
+
+from flink_harness import MODEL, fail_once, make_batch, sequential_reference  # noqa: E402
+
+pytestmark = pytest.mark.flink
+
+BATCHES, FAIL_AT, RATE = 46, 14, 3.0  # the replicas start training about 10 s after the source
+
+
+def run(tmp_path, config, maker):
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from pyflink_tensair import train
+    from pyflink_tensair.flink.sinks import write_json_lines, write_records
+    from pyflink_tensair.flink.sources import batch_source
+
+    from flink_harness import read_results
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    out = train(batch_source(env, BATCHES, maker, rate=RATE, name="ckpt"), model=MODEL, config=config)
+    write_json_lines(out.metrics, str(tmp_path / "out"), "metrics", name=config.name)
+    write_records(out.models, str(tmp_path / "out"), "model", name=config.name)
+    env.execute("checkpointed job")
+    return read_results(tmp_path / "out")
+
+
+class _Deal:
+    """Batch ``i`` to replica ``i % 2``: the round-robin deal, checkpointed with the router."""
+
+    @staticmethod
+    def batch_ids_by_replica():
+        return {r: list(range(r, BATCHES, 2)) for r in range(2)}
+
+
+@pytest.mark.parametrize("staleness", [0, None])
+def test_a_failed_job_restarts_from_its_checkpoint_and_trains_every_batch_once(tmp_path, staleness):
+    config = TrainConfig(replicas=2, staleness_bound=staleness, checkpoint_interval_s=0.3,
+                         checkpoint_dir=str(tmp_path / "checkpoints"), name="ckpt")
+    result = run(tmp_path, config, functools.partial(fail_once, at=FAIL_AT, marker_dir=str(tmp_path),
+                                                     checkpoint_dir=config.checkpoint_dir))
+    assert (tmp_path / "failed").exists(), "no checkpoint completed before the last batch: nothing was tried"
+    restored = [m for m in result.metrics if m.phase == "restored"]
+    assert sorted(m.replica for m in restored) == [0, 1]
+    assert all(0 < m.local_step < BATCHES for m in restored)  # from a checkpoint, not from zero
+    finals = {m.replica: m for m in result.metrics if m.phase == "final"}
+    assert sorted(finals) == [0, 1] and sorted(result.models) == [0, 1]
+    assert sum(f.local_step for f in finals.values()) == BATCHES  # every batch trained once by the final state
+    if staleness == 0:
+        assert {m.model_version for m in result.models.values()} == {BATCHES // 2}
+        assert max_weight_diff([m.weights for m in result.models.values()]) == 0.0
+        reference = sequential_reference(_Deal(), maker=make_batch)
+        for name, value in reference.items():
+            np.testing.assert_allclose(result.models[0].weights[name], value, atol=1e-5)
+    else:
+        for r, final in finals.items():
+            peer = finals[1 - r]
+            assert final.messages_applied == peer.local_step  # each peer gradient applied exactly once
+            assert result.models[r].model_version == final.local_step + peer.local_step
