@@ -77,6 +77,10 @@ def write_config(folder: str, *, taskmanagers: int, slots: int, rest_port: int, 
         "rest.bind-address": LOCALHOST,
         "rest.port": rest_port,
         "metrics.fetcher.update-interval": 1000,
+        # A lost TaskManager is noticed by its missed heartbeats: 15 s, not Flink's 50 s, so that a
+        # restart does not first deploy onto the dead one's slots and use up a restart attempt.
+        "heartbeat.interval": 3000,
+        "heartbeat.timeout": 15000,
         "parallelism.default": 1,
         "python.executable": sys.executable,
         "python.client.executable": sys.executable,
@@ -189,6 +193,93 @@ def stop(folder: str, timeout: float = 30.0) -> List[int]:
     return pids
 
 
+def running_job(folder: str, timeout: float = 180.0) -> str:
+    """The id of a job running on the cluster, once one is (e.g. one submitted by another thread)."""
+    url = rest_url(folder)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        running = [j for j in rest_get(f"{url}/jobs/overview")["jobs"] if j["state"] == "RUNNING"]
+        if running:
+            return running[0]["jid"]
+        time.sleep(0.5)
+    raise RuntimeError(f"no job running on the cluster in {folder} after {timeout:.0f} s")
+
+
+def taskmanager_pids(folder: str) -> List[int]:
+    """The PIDs of the cluster's TaskManagers that are alive."""
+    paths = glob.glob(os.path.join(os.path.abspath(folder), "pids", "*taskexecutor*.pid"))
+    return [int(line) for path in paths for line in open(path) if line.strip().isdigit() and _alive(int(line))]
+
+
+def _descendants(pid: int) -> List[int]:
+    children: Dict[int, List[int]] = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.split("/")[2]))
+        except (OSError, IndexError, ValueError):
+            continue
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_taskmanager(folder: str, pid: int = None) -> List[int]:
+    """Kills TaskManager ``pid`` (default: the first one alive) and its Python workers with
+    SIGKILL, as a crashed machine would end; returns the PIDs killed (the TaskManager first).
+    A job with checkpoints then restarts from its last one on the slots that remain."""
+    alive = taskmanager_pids(folder)
+    if pid is None:
+        if not alive:
+            raise RuntimeError(f"no TaskManager of the cluster in {folder} is alive")
+        pid = alive[0]
+    elif pid not in alive:
+        raise RuntimeError(f"{pid} is not a live TaskManager of the cluster in {folder}: {alive}")
+    victims = [pid] + _descendants(pid)
+    for victim in victims:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return victims
+
+
+def add_taskmanager(folder: str, timeout: float = 90.0) -> int:
+    """Starts one more TaskManager (e.g. to replace a lost one); returns its PID once the
+    JobManager lists at least as many TaskManagers as are alive."""
+    folder = os.path.abspath(folder)
+    before = set(taskmanager_pids(folder))
+    url = rest_url(folder)
+    subprocess.run(["bash", os.path.join(flink_home(), "bin", "taskmanager.sh"), "start"], env=_environment(folder),
+                   check=True, stdout=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        alive = taskmanager_pids(folder)
+        new = set(alive) - before
+        if new and rest_get(url + "/overview").get("taskmanagers", 0) >= len(alive):
+            return new.pop()
+        time.sleep(0.5)
+    raise RuntimeError(f"the new TaskManager did not register within {timeout:.0f} s; logs in {folder}/log")
+
+
+def ensure_taskmanagers(folder: str, count: int, timeout: float = 90.0) -> List[int]:
+    """Starts TaskManagers until ``count`` are alive; returns the PIDs it started.
+
+    A supervisor's job (Kubernetes, YARN and systemd replace a dead TaskManager by themselves).
+    Here it is also the work-around for a Beam bug in Flink 2.3: when a job fails over, a
+    TaskManager whose Python tasks are cancelled can die too ("FATAL - exception in exception
+    handler of task ... Reference count must not be negative", Beam's DefaultJobBundleFactory).
+    """
+    started = []
+    while len(taskmanager_pids(folder)) < count:
+        started.append(add_taskmanager(folder, timeout))
+    return started
+
+
 def submit(folder: str, script_args: List[str], *, detached: bool = False, timeout: float = None) -> subprocess.CompletedProcess:
     """``flink run -py`` a job on the cluster with this interpreter; returns the finished process."""
     folder = os.path.abspath(folder)
@@ -206,10 +297,13 @@ def main(argv=None) -> int:
     p_start.add_argument("--rest-port", type=int, default=18081)
     p_start.add_argument("--rpc-port", type=int, default=16123)
     p_stop = sub.add_parser("stop", help="stop the processes recorded in the PID files")
+    p_kill = sub.add_parser("kill-taskmanager", help="SIGKILL a TaskManager and its Python workers (a crash)")
+    p_kill.add_argument("--pid", type=int, help="which TaskManager (default: the first one alive)")
+    p_add = sub.add_parser("add-taskmanager", help="start one more TaskManager")
     p_submit = sub.add_parser("submit", help="flink run -py SCRIPT [ARGS...] on this cluster")
     p_submit.add_argument("--detached", action="store_true")
     p_submit.add_argument("script_args", nargs=argparse.REMAINDER)
-    for p in (p_start, p_stop, p_submit):
+    for p in (p_start, p_stop, p_submit, p_kill, p_add):
         p.add_argument("--dir", default=DEFAULT_DIR, help=f"the cluster's folder (default: {DEFAULT_DIR})")
     args = parser.parse_args(argv)
     if args.command == "start":
@@ -218,6 +312,10 @@ def main(argv=None) -> int:
         print(f"cluster up: {url} (PIDs {recorded_pids(os.path.abspath(args.dir))})")
     elif args.command == "stop":
         print(f"stopped PIDs {stop(args.dir)}")
+    elif args.command == "kill-taskmanager":
+        print(f"killed PIDs {kill_taskmanager(args.dir, args.pid)}")
+    elif args.command == "add-taskmanager":
+        print(f"TaskManager up: PID {add_taskmanager(args.dir)}")
     else:
         script_args = [a for a in args.script_args if a != "--"]
         result = submit(args.dir, script_args, detached=args.detached)

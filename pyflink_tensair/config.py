@@ -138,8 +138,9 @@ class TrainConfig:
             with checkpoints.
         checkpoint_dir: where checkpoints go (a path or a URI); ``None``: the job's own setting
             (the JobManager's memory, if none).
-        restart_attempts: restarts from the last checkpoint before the job fails (fixed delay
-            of 1 s), unless the job sets its own restart strategy.
+        restart_attempts: restarts from the last checkpoint before the job fails (waiting 1 s,
+            then twice as long each time, up to 20 s), unless the job sets its own restart
+            strategy.
         name: prefix of every operator's name and uid (two ``train`` calls in one job need two
             names).
 
@@ -162,7 +163,7 @@ class TrainConfig:
     checkpoint_interval_s: Optional[float] = None
     state_backend: str = "hashmap"
     checkpoint_dir: Optional[str] = None
-    restart_attempts: int = 3
+    restart_attempts: int = 8
     name: str = "tensair"
 
     def __post_init__(self):

@@ -126,3 +126,42 @@ def test_both_use_case_jobs_with_flink_run_on_two_taskmanagers(flink_cluster, tm
     job, vertex = _replicas_vertex(cluster.rest_url(flink_cluster), _job_id(result.stdout))
     assert job["state"] == "FINISHED"
     assert vertex["parallelism"] == 2  # where Flink places them is its choice (see the quickstart test)
+
+
+def _completed_checkpoints(url: str, job_id: str) -> int:
+    return cluster.rest_get(f"{url}/jobs/{job_id}/checkpoints")["counts"]["completed"]
+
+
+def test_a_lost_taskmanager_costs_no_batch_and_synchronous_replicas_stay_identical(flink_cluster, tmp_path):
+    import threading
+
+    url = cluster.rest_url(flink_cluster)
+    summary_path = tmp_path / "summary.json"
+    batches = 300
+    outcome = {}
+    args = [QUICKSTART, "--replicas", "2", "--staleness-bound", "0", "--batches", str(batches), "--rate", "10",
+            "--checkpoint-interval", "2", "--summary", str(summary_path), "--outdir", str(tmp_path / "out")]
+    runner = threading.Thread(target=lambda: outcome.update(result=cluster.submit(flink_cluster, args, timeout=600)))
+    runner.start()
+    try:
+        job_id = cluster.running_job(flink_cluster)
+        deadline = time.time() + 180
+        while time.time() < deadline and (_completed_checkpoints(url, job_id) < 1
+                                          or _replica_metrics(url, job_id).get("model_version", {}).get("min", 0) < 20):
+            time.sleep(1)
+        assert _completed_checkpoints(url, job_id) >= 1, "no checkpoint completed"
+        killed = cluster.kill_taskmanager(flink_cluster)
+        assert len(killed) >= 2, killed  # the TaskManager and its Python worker(s)
+        time.sleep(5)  # the failover cancels the other TaskManager's tasks, which can kill it (see ensure_taskmanagers)
+        cluster.ensure_taskmanagers(flink_cluster, 2)
+    finally:
+        runner.join(600)
+        cluster.ensure_taskmanagers(flink_cluster, 2)  # as the other tests expect it
+    result = outcome["result"]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads(summary_path.read_text())
+    assert summary["restores"] >= 2 and summary["retrained_batches"] >= 0  # both replicas resumed from the checkpoint
+    assert summary["batches"] == batches and summary["finished_replicas"] == [0, 1]  # every batch trained once
+    assert summary["model_versions"] == [batches // 2] * 2
+    assert summary["replica_max_weight_diff"] == 0.0
+    assert cluster.rest_get(f"{url}/jobs/{job_id}")["state"] == "FINISHED"

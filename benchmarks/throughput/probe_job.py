@@ -42,6 +42,9 @@ def parse_args(argv):
     parser.add_argument("--barrier", metavar="DIR", help="--system limit: start the loop once --processes "
                                                         "processes have written a file into DIR (so they overlap)")
     parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--checkpoint-interval", type=float, default=0.0,
+                        help="our systems: TrainConfig.checkpoint_interval_s (0: no checkpoints)")
+    parser.add_argument("--checkpoint-dir", help="TrainConfig.checkpoint_dir (default: <outdir>/checkpoints)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a Flink setting for the job's environment (repeatable), e.g. python.fn-execution.memory.managed=false")
     args, _ = parser.parse_known_args(argv)
@@ -109,7 +112,10 @@ def main(argv=None):
     held = max(256, args.batches)  # open loop: a waiting replica holds what arrives (the backlog is the measure)
     staleness = {"bounded": args.staleness_bound, "sync": 0}.get(args.system)  # dasgd and the baselines: None
     config = TrainConfig(replicas=args.replicas, staleness_bound=staleness, tf_intra_op_threads=args.tf_threads,
-                         buffer_capacity=held, trainer=args.trainer, name="bench")
+                         buffer_capacity=held, trainer=args.trainer, name="bench",
+                         checkpoint_interval_s=args.checkpoint_interval or None,
+                         checkpoint_dir=(args.checkpoint_dir or os.path.join(os.path.abspath(args.outdir), "checkpoints"))
+                         if args.checkpoint_interval else None)
     if args.system in OURS:
         metrics = train(batches, model=workload.model, config=config, check_model=False).metrics
     elif args.system in FLINKML:

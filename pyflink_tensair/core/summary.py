@@ -52,8 +52,17 @@ def summarize(records: List[Metrics], models: Iterable[FinalModel], config, wall
     the last 10% of trained batches; ``window_accuracy``: over the last ``window`` batches in
     stream order, and ``accuracy_curve`` that sliding mean after every batch (``[batches, value]``);
     ``batches_per_s``: trained batches over the time from the first to the last trained batch (job
-    start-up excluded; ``wall_s`` includes it). ``config`` is the run's ``TrainConfig``."""
-    batch_records = sorted((m for m in records if m.phase == "batch"), key=lambda m: m.time)
+    start-up excluded; ``wall_s`` includes it). ``config`` is the run's ``TrainConfig``.
+
+    After a restore from a checkpoint a replica trains again the steps it had trained since that
+    checkpoint: only the last record of each ``(replica, local_step)`` counts (the steps the final
+    state holds); ``retrained_batches`` counts the others and ``restores`` the ``"restored"``
+    records."""
+    every_batch = [m for m in records if m.phase == "batch"]
+    kept: Dict[tuple, Metrics] = {}
+    for m in sorted(every_batch, key=lambda m: m.time):
+        kept[(m.replica, m.local_step)] = m
+    batch_records = sorted(kept.values(), key=lambda m: m.time)
     finals = {m.replica: m for m in records if m.phase == "final"}
     latest = finals or latest_per_replica(records)
     trained = len(batch_records)
@@ -91,4 +100,6 @@ def summarize(records: List[Metrics], models: Iterable[FinalModel], config, wall
         "bound_overflows": sum(m.bound_overflows for m in latest.values()),
         "duplicates_dropped": sum(m.duplicates_dropped for m in latest.values()),
         "finished_replicas": sorted(finals),
+        "restores": sum(1 for m in records if m.phase == "restored"),
+        "retrained_batches": len(every_batch) - len(batch_records),
     }

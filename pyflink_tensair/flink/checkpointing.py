@@ -7,10 +7,13 @@ records for the subtask's own key: ``KIND_SNAPSHOT`` just before each checkpoint
 emits what it made and writes :meth:`~pyflink_tensair.core.replica.Replica.snapshot` into keyed
 state; on the second it restores that state, if any, and re-sends what peers may have lost.
 
-The snapshot goes into a ``MapState`` of chunks (:class:`ChunkedState`), never one value: PyFlink
+The snapshot goes into keyed state in chunks (:class:`ChunkedState`), never one value: PyFlink
 ships a value as one gRPC message and RocksDB stores it as one value (2 GiB ceilings, several
-copies on the way), and its caches count entries, not bytes. A chunk whose bytes did not change
-since the last checkpoint is not written again.
+copies on the way), and its caches count entries, not bytes. Each chunk is a ``ValueState`` of its
+own (:class:`ValueStates`), not an entry of one ``MapState``: PyFlink commits all of a map's
+changed entries in one state request, and a word2vec replica's 120 MB in one request stalled the
+state channel for good (the checkpoint never completed). A chunk whose bytes did not change since
+the last checkpoint is not written again.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import numpy as np
 
 from ..core import wire
 
-CHUNK_BYTES = 4 * 1024 * 1024
+CHUNK_BYTES = 1024 * 1024
 _MANIFEST = "manifest"
 
 
@@ -32,11 +35,11 @@ def _chunk_key(index: int) -> str:
 
 
 class ChunkedState:
-    """A dict of arrays kept in one keyed ``MapState`` of ``str -> bytes``: a JSON manifest (chunk
+    """A dict of arrays kept in keyed state as ``str -> bytes`` entries: a JSON manifest (chunk
     digests, total size) under ``"manifest"`` and the encoded snapshot in ``CHUNK_BYTES`` chunks.
 
-    ``map_state`` needs ``get``, ``put``, ``remove`` and ``contains`` (a PyFlink ``MapState``,
-    or a dict wrapper in tests). ``write`` returns how many bytes it wrote.
+    ``store`` needs ``get``, ``put``, ``remove`` and ``contains`` (:class:`ValueStates`, or a
+    dict wrapper in tests). ``write`` returns how many bytes it wrote.
 
     Example::
 
@@ -50,8 +53,8 @@ class ChunkedState:
         (np.float32(39.0), 0)
     """
 
-    def __init__(self, map_state, chunk_bytes: int = CHUNK_BYTES):
-        self._state = map_state
+    def __init__(self, store, chunk_bytes: int = CHUNK_BYTES):
+        self._state = store
         self._chunk_bytes = chunk_bytes
 
     def _manifest(self) -> Optional[dict]:
@@ -89,11 +92,34 @@ class ChunkedState:
         return wire.decode_tensors(data)[1]
 
 
-def map_state_descriptor():
-    from pyflink.common import Types
-    from pyflink.datastream.state import MapStateDescriptor
+class ValueStates:
+    """``get``/``put``/``remove``/``contains`` by name over one PyFlink ``ValueState`` of bytes per
+    name (``tensair-replica/<name>``), registered on first use: each commits in its own request."""
 
-    return MapStateDescriptor("tensair-replica-state", Types.STRING(), Types.PRIMITIVE_ARRAY(Types.BYTE()))
+    def __init__(self, runtime_context):
+        self._context = runtime_context
+        self._states = {}
+
+    def _state(self, name: str):
+        if name not in self._states:
+            from pyflink.common import Types
+            from pyflink.datastream.state import ValueStateDescriptor
+
+            descriptor = ValueStateDescriptor(f"tensair-replica/{name}", Types.PRIMITIVE_ARRAY(Types.BYTE()))
+            self._states[name] = self._context.get_state(descriptor)
+        return self._states[name]
+
+    def get(self, name: str):
+        return self._state(name).value()
+
+    def put(self, name: str, value: bytes) -> None:
+        self._state(name).update(value)
+
+    def remove(self, name: str) -> None:
+        self._state(name).clear()
+
+    def contains(self, name: str) -> bool:
+        return self._state(name).value() is not None
 
 
 def replica_operator(connected, function, output_type, keys):
@@ -137,7 +163,17 @@ def configure(env, config) -> None:
     if config.checkpoint_dir:
         conf.set_string("execution.checkpointing.dir", "file://" + os.path.abspath(config.checkpoint_dir)
                         if "://" not in config.checkpoint_dir else config.checkpoint_dir)
+    if not conf.contains_key("python.fn-execution.memory.managed"):
+        # Python operators sharing a slot's Python process (the default) release it through
+        # Flink's SharedResources; after a failover that release can underflow Beam's reference
+        # count ("Reference count must not be negative"), a fatal error that kills the whole
+        # TaskManager. One process per Python operator releases its own (see docs/reliability.md).
+        conf.set_string("python.fn-execution.memory.managed", "false")
     if not conf.contains_key("restart-strategy.type"):
-        conf.set_string("restart-strategy.type", "fixed-delay")
-        conf.set_string("restart-strategy.fixed-delay.attempts", str(config.restart_attempts))
-        conf.set_string("restart-strategy.fixed-delay.delay", "1 s")
+        # Exponential, not fixed: until the JobManager has missed a dead TaskManager's heartbeats
+        # it deploys onto its slots again, and each such try fails at once and counts as a restart.
+        conf.set_string("restart-strategy.type", "exponential-delay")
+        conf.set_string("restart-strategy.exponential-delay.initial-backoff", "1 s")
+        conf.set_string("restart-strategy.exponential-delay.max-backoff", "20 s")
+        conf.set_string("restart-strategy.exponential-delay.backoff-multiplier", "2.0")
+        conf.set_string("restart-strategy.exponential-delay.attempts-before-reset-backoff", str(config.restart_attempts))

@@ -21,7 +21,7 @@ from ..core.replica import Replica
 from ..core.trainer import InlineTrainer, TrainerThread
 from ..errors import ProtocolError
 from . import types
-from .checkpointing import ChunkedState, map_state_descriptor
+from .checkpointing import ChunkedState, ValueStates
 
 END_OF_TIME = 2 ** 63 - 1  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
 
@@ -75,7 +75,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._callback_s = 0.0
         self._codec_s = 0.0
         self._last: Metrics = None
-        self._state = ChunkedState(runtime_context.get_map_state(map_state_descriptor()))
+        self._state = ChunkedState(ValueStates(runtime_context))
         self._register_gauges(runtime_context.get_metrics_group().add_group("tensair"))
 
     def close(self):
