@@ -35,17 +35,19 @@ def done_marker_after_three(index):
     return make_batch(index) if index < 3 else wire.encode_message(DoneMessage(0, 1))
 
 
-def fail_once(index, *, at: int, marker_dir: str, checkpoint_dir: str):
-    """Batch ``index`` (a ``Batch``, for ``batch_source``), except that the job fails once, at
-    the first batch from ``at`` on that is made after a checkpoint completed in
-    ``checkpoint_dir``; it writes the failed batch's number to ``marker_dir/failed``."""
+def fail_once(index, *, at: int, marker_dir: str, checkpoint_dir: str, times: int = 1):
+    """Batch ``index`` (a ``Batch``, for ``batch_source``), except that the job fails at the first
+    batch from ``at`` on that is made after a checkpoint completed in ``checkpoint_dir``, and with
+    ``times=2`` once more at the first batch the restarted job makes (during its recovery). Each
+    failure leaves ``marker_dir/failed-<k>`` behind, holding the batch's number."""
     from pyflink_tensair.datasets.teacher import teacher_classification_batch
 
-    marker = os.path.join(marker_dir, "failed")
-    if index >= at and not os.path.exists(marker) and glob.glob(os.path.join(checkpoint_dir, "*", "chk-*", "_metadata")):
-        with open(marker, "w") as f:
+    failed = len(glob.glob(os.path.join(marker_dir, "failed-*")))
+    first = failed == 0 and index >= at and glob.glob(os.path.join(checkpoint_dir, "*", "chk-*", "_metadata"))
+    if failed < times and (first or failed > 0):
+        with open(os.path.join(marker_dir, f"failed-{failed + 1}"), "w") as f:
             f.write(str(index))
-        raise RuntimeError(f"injected failure at batch {index}")
+        raise RuntimeError(f"injected failure {failed + 1} at batch {index}")
     return teacher_classification_batch(index, batch_size=32, features=FEATURES, classes=CLASSES, seed=0)
 
 
