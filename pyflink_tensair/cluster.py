@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import Dict, List
+from typing import Dict, Iterable, List
 
 from .config import LatencySettings
 
@@ -211,21 +211,25 @@ def taskmanager_pids(folder: str) -> List[int]:
     return [int(line) for path in paths for line in open(path) if line.strip().isdigit() and _alive(int(line))]
 
 
-def _descendants(pid: int) -> List[int]:
-    children: Dict[int, List[int]] = {}
-    for stat in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            with open(stat) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.split("/")[2]))
-        except (OSError, IndexError, ValueError):
-            continue
-    found, todo = [], [pid]
+def _children(pid: int) -> Iterable[int]:
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                yield from (int(c) for c in f.read().split())
+    except OSError:
+        return
+
+
+def process_tree(roots) -> Iterable[int]:
+    """``roots`` and all their descendants (each once), from /proc (Linux)."""
+    seen, todo = set(), list(roots)
     while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        yield pid
+        todo.extend(_children(pid))
 
 
 def kill_taskmanager(folder: str, pid: int = None) -> List[int]:
@@ -239,7 +243,7 @@ def kill_taskmanager(folder: str, pid: int = None) -> List[int]:
         pid = alive[0]
     elif pid not in alive:
         raise RuntimeError(f"{pid} is not a live TaskManager of the cluster in {folder}: {alive}")
-    victims = [pid] + _descendants(pid)
+    victims = list(process_tree([pid]))  # the TaskManager first
     for victim in victims:
         try:
             os.kill(victim, signal.SIGKILL)

@@ -16,7 +16,9 @@ import os
 import time
 from typing import Dict, List, Tuple
 
-from .memory import TreeSampler, process_tree
+from pyflink_tensair.cluster import process_tree
+
+from .memory import TreeSampler
 
 _TICK = os.sysconf("SC_CLK_TCK")
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Dict, Iterable
+from typing import Dict
+
+from pyflink_tensair.cluster import process_tree
 
 
 def _status(pid: int) -> Dict[str, str]:
@@ -13,15 +15,6 @@ def _status(pid: int) -> Dict[str, str]:
             return dict(line.split(":", 1) for line in f if ":" in line)
     except OSError:
         return {}
-
-
-def _children(pid: int) -> Iterable[int]:
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                yield from (int(c) for c in f.read().split())
-    except OSError:
-        return
 
 
 def _kind(pid: int) -> str:
@@ -35,18 +28,6 @@ def _kind(pid: int) -> str:
     if "python" in cmd:
         return "python_worker"  # the roots (the job's client) are told apart by the caller
     return "other"
-
-
-def process_tree(roots) -> Iterable[int]:
-    """``roots`` and all their descendants (each once)."""
-    seen, todo = set(), list(roots)
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        yield pid
-        todo.extend(_children(pid))
 
 
 class TreeSampler:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from typing import Dict, Optional
 
 import numpy as np
@@ -150,8 +151,6 @@ def replica_operator(connected, function, output_type, keys):
 def configure(env, config) -> None:
     """Checkpointing, state backend and restart strategy of ``env`` from ``config`` (a
     :class:`~pyflink_tensair.TrainConfig`); nothing when ``config.checkpoint_interval_s`` is None."""
-    import os
-
     from .environment import env_configuration
 
     if config.checkpoint_interval_s is None:

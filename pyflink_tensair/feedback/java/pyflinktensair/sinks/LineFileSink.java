@@ -5,34 +5,24 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.Paths;
 import java.nio.file.StandardOpenOption;
 
-import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.sink2.SinkWriter;
-import org.apache.flink.api.connector.sink2.WriterInitContext;
 
 /**
  * Appends every string to {@code folder/prefix-<subtask>.jsonl}, one line each, flushed at once so
  * that the job's driver can follow the file while the job runs (no Python crossing per record).
  */
-public final class LineFileSink implements Sink<String> {
+public final class LineFileSink extends FolderSink<String> {
 
     private static final long serialVersionUID = 1L;
 
-    private final String folder;
-    private final String prefix;
-
     public LineFileSink(String folder, String prefix) {
-        this.folder = folder;
-        this.prefix = prefix;
+        super(folder, prefix);
     }
 
     @Override
-    public SinkWriter<String> createWriter(WriterInitContext context) throws IOException {
-        int subtask = context.getTaskInfo().getIndexOfThisSubtask();
-        Path dir = Paths.get(folder);
-        Files.createDirectories(dir);
+    SinkWriter<String> createWriter(Path dir, int subtask) throws IOException {
         BufferedWriter out = Files.newBufferedWriter(dir.resolve(prefix + "-" + subtask + ".jsonl"),
                 StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
         return new SinkWriter<String>() {

@@ -3,34 +3,24 @@ package pyflinktensair.sinks;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
 
-import org.apache.flink.api.connector.sink2.Sink;
 import org.apache.flink.api.connector.sink2.SinkWriter;
-import org.apache.flink.api.connector.sink2.WriterInitContext;
 
 /**
  * Writes every record to its own file {@code folder/prefix-<subtask>-<n>.bin} (n = 000000, ...),
  * through a temporary file renamed into place, so a reader never sees half a record.
  */
-public final class RecordFileSink implements Sink<byte[]> {
+public final class RecordFileSink extends FolderSink<byte[]> {
 
     private static final long serialVersionUID = 1L;
 
-    private final String folder;
-    private final String prefix;
-
     public RecordFileSink(String folder, String prefix) {
-        this.folder = folder;
-        this.prefix = prefix;
+        super(folder, prefix);
     }
 
     @Override
-    public SinkWriter<byte[]> createWriter(WriterInitContext context) throws IOException {
-        int subtask = context.getTaskInfo().getIndexOfThisSubtask();
-        Path dir = Paths.get(folder);
-        Files.createDirectories(dir);
+    SinkWriter<byte[]> createWriter(Path dir, int subtask) throws IOException {
         return new SinkWriter<byte[]>() {
             private int count;
 
