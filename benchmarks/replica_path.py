@@ -34,6 +34,7 @@ CANDIDATES: Dict[str, List[str]] = {
     "own-process": ["--option", "python.fn-execution.memory.managed=false"],
     "uint8": ["--pixels", "uint8"],  # the dense workload's default since 2026-12-01
     "float32": ["--pixels", "float32"],
+    "float16": ["--sparse-values", "float16"],  # sparse rows as half floats in gradient messages
 }
 
 
@@ -86,13 +87,19 @@ def run_candidate(spec, workload: str, replicas: int, batches: int, args: List[s
     kept = records[len(records) // 5:]
     used = result["cpu"].seconds_between(kept[0].time, kept[-1].time)
     cpu = {kind: round(1000 * seconds / (len(kept) - 1), 1) for kind, seconds in used.items() if seconds > 0}
-    return {"rate": _rate(kept), "profile": profile(records), "cpu_ms_per_batch": cpu, "wall_s": result["wall_s"]}
+    losses = [m.loss for m in records[-max(1, len(records) // 5):] if m.loss is not None]
+    return {"rate": _rate(kept), "profile": profile(records), "final_loss": sum(losses) / len(losses) if losses else None, "cpu_ms_per_batch": cpu, "wall_s": result["wall_s"]}
 
 
 def run_ceiling(spec, workload: str, replicas: int, pixels_args: List[str]) -> float:
     from benchmarks.throughput.run import run_limit
 
     return run_limit(spec, workload, replicas, extra=pixels_args)["sustainable_rate"]
+
+
+def _median_loss(done) -> str:
+    losses = [r["final_loss"] for r in done if r.get("final_loss") is not None]
+    return f"{statistics.median(losses):.4f}" if losses else "-"
 
 
 def main(argv=None) -> int:
@@ -123,12 +130,13 @@ def main(argv=None) -> int:
             runs[name].append(got)
             print(f"[{repeat + 1}/{args.repeats}] {name}: {got['rate']:.2f} batches/s, limit {limit:.2f}, "
                   f"ratio {got['ratio']:.2f}; per batch (ms) {json.dumps(got['profile'])}; "
-                  f"CPU per batch (ms) {json.dumps(got['cpu_ms_per_batch'])}", flush=True)
+                  f"CPU per batch (ms) {json.dumps(got['cpu_ms_per_batch'])}; final loss {got['final_loss']}", flush=True)
     print(f"\n{args.workload}, {args.replicas} replica(s), {args.repeats} repetitions, {args.batches} batches per run, "
           f"started {started}\n")
     print("| candidate | probe_job arguments | batches/s (median, range) | limit | ratio (median, range) | "
-          "per batch ms: wall / model / codec / callback / idle / outside | CPU ms per batch: JVM / Python workers |")
-    print("|---|---|---|---|---|---|---|")
+          "per batch ms: wall / model / codec / callback / idle / outside | CPU ms per batch: JVM / Python workers | "
+          "loss, last fifth |")
+    print("|---|---|---|---|---|---|---|---|")
     summary = []
     for name in names:
         done = [r for r in runs[name] if r["ratio"]]
@@ -141,7 +149,7 @@ def main(argv=None) -> int:
                            for k in ("wall", "model", "codec", "callback", "idle", "outside"))
         print(f"| {name} | `{' '.join(candidate_args(name))}` | {statistics.median(rates):.2f} ({min(rates):.2f}-{max(rates):.2f}) | "
               f"{statistics.median(limits):.2f} | {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {cells} | "
-              f"{_median_cpu(done, 'jvm')} / {_median_cpu(done, 'python_worker')} |")
+              f"{_median_cpu(done, 'jvm')} / {_median_cpu(done, 'python_worker')} | {_median_loss(done)} |")
         summary.append({"candidate": name, "args": candidate_args(name), "workload": args.workload,
                         "replicas": args.replicas, "batches": args.batches, "runs": runs[name], "started": started,
                         "machine": machine()})

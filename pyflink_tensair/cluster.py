@@ -2,6 +2,8 @@
 
     python -m pyflink_tensair.cluster start --dir .flink --taskmanagers 2
     python -m pyflink_tensair.cluster submit --dir .flink -- jobs/quickstart.py --replicas 2
+    python -m pyflink_tensair.cluster stop-with-savepoint --dir .flink     # prints the savepoint's path
+    python -m pyflink_tensair.cluster resume --dir .flink --savepoint PATH -- jobs/quickstart.py --replicas 2
     python -m pyflink_tensair.cluster stop --dir .flink
 
 The cluster keeps its configuration, logs and PID files under ``--dir``; ``stop`` kills exactly
@@ -122,6 +124,13 @@ def rest_url(folder: str) -> str:
 
 def rest_get(url: str, timeout: float = 5.0):
     with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.loads(response.read().decode("utf-8"))
+
+
+def rest_post(url: str, body: dict, timeout: float = 5.0):
+    request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read().decode("utf-8"))
 
 
@@ -284,12 +293,44 @@ def ensure_taskmanagers(folder: str, count: int, timeout: float = 90.0) -> List[
     return started
 
 
-def submit(folder: str, script_args: List[str], *, detached: bool = False, timeout: float = None) -> subprocess.CompletedProcess:
-    """``flink run -py`` a job on the cluster with this interpreter; returns the finished process."""
+def submit(folder: str, script_args: List[str], *, detached: bool = False, timeout: float = None,
+           savepoint: str = None) -> subprocess.CompletedProcess:
+    """``flink run -py`` a job on the cluster with this interpreter; returns the finished process.
+    ``savepoint``: start from this savepoint (or retained checkpoint) instead of from scratch."""
     folder = os.path.abspath(folder)
     command = [os.path.join(flink_home(), "bin", "flink"), "run", *(["-d"] if detached else []),
+               *(["-s", savepoint] if savepoint else []),
                "-pyclientexec", sys.executable, "-pyexec", sys.executable, "-py", *script_args]
     return subprocess.run(command, env=_environment(folder), capture_output=True, text=True, timeout=timeout)
+
+
+def _await_savepoint(url: str, job_id: str, trigger: dict, timeout: float) -> str:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status = rest_get(f"{url}/jobs/{job_id}/savepoints/{trigger['request-id']}")
+        if status["status"]["id"] == "COMPLETED":
+            operation = status.get("operation", {})
+            if "location" in operation:
+                return operation["location"]
+            raise RuntimeError(f"the savepoint of job {job_id} failed: {operation.get('failure-cause', operation)}")
+        time.sleep(0.5)
+    raise RuntimeError(f"the savepoint of job {job_id} did not complete in {timeout:.0f} s")
+
+
+def savepoint(folder: str, target_dir: str, job_id: str = None, timeout: float = 600.0) -> str:
+    """Takes a savepoint of a running job (it keeps running); returns the savepoint's path."""
+    url, job_id = rest_url(folder), job_id or running_job(folder, timeout=10)
+    trigger = rest_post(f"{url}/jobs/{job_id}/savepoints",
+                        {"target-directory": os.path.abspath(target_dir), "cancel-job": False})
+    return _await_savepoint(url, job_id, trigger, timeout)
+
+
+def stop_with_savepoint(folder: str, target_dir: str, job_id: str = None, timeout: float = 600.0) -> str:
+    """Stops a running job with a savepoint, without draining (no end-of-input: the replicas stop
+    where they are instead of finishing, and ``resume`` continues them); returns its path."""
+    url, job_id = rest_url(folder), job_id or running_job(folder, timeout=10)
+    trigger = rest_post(f"{url}/jobs/{job_id}/stop", {"targetDirectory": os.path.abspath(target_dir), "drain": False})
+    return _await_savepoint(url, job_id, trigger, timeout)
 
 
 def main(argv=None) -> int:
@@ -307,7 +348,16 @@ def main(argv=None) -> int:
     p_submit = sub.add_parser("submit", help="flink run -py SCRIPT [ARGS...] on this cluster")
     p_submit.add_argument("--detached", action="store_true")
     p_submit.add_argument("script_args", nargs=argparse.REMAINDER)
-    for p in (p_start, p_stop, p_submit, p_kill, p_add):
+    p_save = sub.add_parser("savepoint", help="take a savepoint of the running job (it keeps running)")
+    p_halt = sub.add_parser("stop-with-savepoint", help="stop the running job with a savepoint, without draining")
+    for p in (p_save, p_halt):
+        p.add_argument("--job", help="the job's id (default: the one running)")
+        p.add_argument("--target", default="savepoints", help="the folder savepoints go to (default: ./savepoints)")
+    p_resume = sub.add_parser("resume", help="flink run -py SCRIPT [ARGS...] from a savepoint")
+    p_resume.add_argument("--savepoint", required=True, help="the path savepoint/stop-with-savepoint printed")
+    p_resume.add_argument("--detached", action="store_true")
+    p_resume.add_argument("script_args", nargs=argparse.REMAINDER)
+    for p in (p_start, p_stop, p_submit, p_kill, p_add, p_save, p_halt, p_resume):
         p.add_argument("--dir", default=DEFAULT_DIR, help=f"the cluster's folder (default: {DEFAULT_DIR})")
     args = parser.parse_args(argv)
     if args.command == "start":
@@ -320,9 +370,12 @@ def main(argv=None) -> int:
         print(f"killed PIDs {kill_taskmanager(args.dir, args.pid)}")
     elif args.command == "add-taskmanager":
         print(f"TaskManager up: PID {add_taskmanager(args.dir)}")
+    elif args.command in ("savepoint", "stop-with-savepoint"):
+        take = savepoint if args.command == "savepoint" else stop_with_savepoint
+        print(take(args.dir, args.target, job_id=args.job))
     else:
         script_args = [a for a in args.script_args if a != "--"]
-        result = submit(args.dir, script_args, detached=args.detached)
+        result = submit(args.dir, script_args, detached=args.detached, savepoint=getattr(args, "savepoint", None))
         sys.stdout.write(result.stdout)
         sys.stderr.write(result.stderr)
         return result.returncode

@@ -141,6 +141,16 @@ class TrainConfig:
         restart_attempts: restarts from the last checkpoint before the job fails (waiting 1 s,
             then twice as long each time, up to 20 s), unless the job sets its own restart
             strategy.
+        sparse_values: ``"float32"`` (default) or ``"float16"``: how embedding rows travel in
+            gradient messages. ``"float16"`` halves a sparse message's bytes; every replica
+            rounds its own rows the same way before using them, so synchronous replicas stay
+            identical (with ``broadcast_every > 1`` a summed message is rounded once more).
+            Dense gradients always travel as float32.
+        export_every_s: seconds between exports of replica 0's current model, as
+            ``<export_dir>/model-v<version>.keras`` (written whole or not at all; the last one when
+            the replica finishes); ``None``: no exports.
+        export_dir: where the exports go: a local folder the TaskManagers can write (on a
+            cluster, a shared one). Required with ``export_every_s``.
         name: prefix of every operator's name and uid (two ``train`` calls in one job need two
             names).
 
@@ -164,6 +174,9 @@ class TrainConfig:
     state_backend: str = "hashmap"
     checkpoint_dir: Optional[str] = None
     restart_attempts: int = 8
+    sparse_values: str = "float32"
+    export_every_s: Optional[float] = None
+    export_dir: Optional[str] = None
     name: str = "tensair"
 
     def __post_init__(self):
@@ -206,6 +219,20 @@ class TrainConfig:
             raise ConfigError(f"checkpoint_dir must be a non-empty path or URI, or None. "
                               f"Received: checkpoint_dir={self.checkpoint_dir!r}")
         _require_int("restart_attempts", self.restart_attempts, 0)
+        if self.sparse_values not in ("float32", "float16"):
+            raise ConfigError(f"sparse_values must be 'float32' or 'float16'. Received: sparse_values={self.sparse_values!r}")
+        if self.export_every_s is not None and (
+            isinstance(self.export_every_s, bool) or not isinstance(self.export_every_s, (int, float))
+            or not self.export_every_s > 0
+        ):
+            raise ConfigError("export_every_s must be a number of seconds > 0 or None. "
+                              f"Received: export_every_s={self.export_every_s!r}")
+        if self.export_dir is not None and (not isinstance(self.export_dir, str) or not self.export_dir):
+            raise ConfigError(f"export_dir must be a non-empty path or None. Received: export_dir={self.export_dir!r}")
+        if (self.export_every_s is None) != (self.export_dir is None):
+            raise ConfigError("export_every_s and export_dir go together: set both to export the model while "
+                              f"training, or neither. Received: export_every_s={self.export_every_s!r}, "
+                              f"export_dir={self.export_dir!r}")
         if self.latency is not None and not isinstance(self.latency, LatencySettings):
             raise ConfigError(
                 "latency must be a LatencySettings or None. "

@@ -165,3 +165,56 @@ def test_a_lost_taskmanager_costs_no_batch_and_synchronous_replicas_stay_identic
     assert summary["model_versions"] == [batches // 2] * 2
     assert summary["replica_max_weight_diff"] == 0.0
     assert cluster.rest_get(f"{url}/jobs/{job_id}")["state"] == "FINISHED"
+
+
+def _metrics_records(outdir):
+    from pyflink_tensair.core.events import Metrics
+
+    return [Metrics.from_json(line) for path in sorted(outdir.glob("metrics-*.jsonl")) for line in open(path)]
+
+
+def _local(location: str) -> str:
+    """A savepoint's location (Flink gives a ``file:`` URI) as a local path."""
+    return location[len("file:"):] if location.startswith("file:") else location
+
+
+def test_stop_with_a_savepoint_then_resume_continues_the_model(flink_cluster, tmp_path):
+    """Synchronous replicas stopped with a savepoint (not drained) and resumed from it: every batch
+    trained once across the two runs, model versions continue, replicas end identical."""
+    import threading
+
+    url = cluster.rest_url(flink_cluster)
+    batches = 200
+    common = [QUICKSTART, "--replicas", "2", "--staleness-bound", "0", "--batches", str(batches), "--rate", "10",
+              "--checkpoint-interval", "2"]
+    outcome = {}
+    first_args = common + ["--outdir", str(tmp_path / "first"), "--summary", str(tmp_path / "first.json")]
+    runner = threading.Thread(target=lambda: outcome.update(result=cluster.submit(flink_cluster, first_args, timeout=600)))
+    runner.start()
+    try:
+        job_id = cluster.running_job(flink_cluster)
+        deadline = time.time() + 180
+        while time.time() < deadline and _replica_metrics(url, job_id).get("model_version", {}).get("min", 0) < 20:
+            time.sleep(1)
+        kept = cluster.savepoint(flink_cluster, str(tmp_path / "savepoints"), job_id=job_id)  # the job runs on
+        assert os.path.isfile(os.path.join(_local(kept), "_metadata")) and cluster.rest_get(f"{url}/jobs/{job_id}")["state"] == "RUNNING"
+        time.sleep(2)
+        stopped_at = cluster.stop_with_savepoint(flink_cluster, str(tmp_path / "savepoints"), job_id=job_id)
+    finally:
+        runner.join(600)
+    assert os.path.isfile(os.path.join(_local(stopped_at), "_metadata"))
+    assert cluster.rest_get(f"{url}/jobs/{job_id}")["state"] == "FINISHED"
+    first = [m for m in _metrics_records(tmp_path / "first") if m.phase == "batch"]
+    assert 40 <= len(first) < batches and not any(m.phase == "final" for m in _metrics_records(tmp_path / "first"))
+
+    resumed = cluster.submit(flink_cluster, common + ["--outdir", str(tmp_path / "second"), "--summary",
+                                                      str(tmp_path / "second.json")], savepoint=stopped_at, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    second = _metrics_records(tmp_path / "second")
+    last_step = {r: max(m.local_step for m in first if m.replica == r) for r in (0, 1)}
+    assert sorted((m.replica, m.local_step) for m in second if m.phase == "restored") == sorted(last_step.items())
+    trained = [m.batch_id for m in first] + [m.batch_id for m in second if m.phase == "batch"]
+    assert sorted(trained) == list(range(batches))  # once each: nothing lost at the stop, nothing trained twice
+    summary = json.loads((tmp_path / "second.json").read_text())
+    assert summary["finished_replicas"] == [0, 1] and summary["model_versions"] == [batches // 2] * 2
+    assert summary["replica_max_weight_diff"] == 0.0

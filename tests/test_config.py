@@ -28,6 +28,11 @@ def test_defaults_are_valid_and_frozen():
     ({"state_backend": "forst"}, "state_backend must be 'hashmap' or 'rocksdb'. Received: state_backend='forst'"),
     ({"checkpoint_dir": ""}, "checkpoint_dir must be a non-empty path or URI, or None"),
     ({"restart_attempts": -1}, "restart_attempts must be an int >= 0. Received: restart_attempts=-1"),
+    ({"sparse_values": "bfloat16"}, "sparse_values must be 'float32' or 'float16'. Received: sparse_values='bfloat16'"),
+    ({"export_every_s": 0, "export_dir": "x"}, "export_every_s must be a number of seconds > 0 or None"),
+    ({"export_every_s": 5.0}, "export_every_s and export_dir go together"),
+    ({"export_dir": "exports"}, "export_every_s and export_dir go together"),
+    ({"export_every_s": 5.0, "export_dir": ""}, "export_dir must be a non-empty path or None"),
 ])
 def test_errors_name_field_rule_and_value(fields, message):
     with pytest.raises(ConfigError) as err:

@@ -73,7 +73,8 @@ def test_image_classification_on_digits_then_continued_from_the_saved_model(tmp_
     saved, summary_path = tmp_path / "digits.keras", tmp_path / "summary.json"
     result = _run("image_classification.py", "--replicas", "2", "--staleness-bound", "0", "--passes", "2",
                   "--batch-size", "64", "--outdir", str(tmp_path / "out"), "--summary", str(summary_path),
-                  "--logdir", str(tmp_path / "tb"), "--save", str(saved), "--progress-every", "1")
+                  "--logdir", str(tmp_path / "tb"), "--save", str(saved), "--progress-every", "1",
+                  "--export-every", "2")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "batches 46/46" in result.stdout and " acc " in result.stdout
     summary = json.loads(summary_path.read_text())
@@ -98,12 +99,19 @@ def test_image_classification_on_digits_then_continued_from_the_saved_model(tmp_
     job_scalars = _tensorboard_scalars(tmp_path / "tb" / "job")
     assert job_scalars["window_accuracy"][-1] == (46, pytest.approx(summary["window_accuracy"], abs=1e-6))
 
-    # --save wrote replica 0's final weights; --model continues from exactly those
+    # --save wrote replica 0's final weights, and so did the last --export-every export (into
+    # <outdir>/exports); --model continues from exactly those, with another replica count
+    from pyflink_tensair.models.export import exported_models
+
     final = decode_final_model((tmp_path / "out" / "model-0-000000.bin").read_bytes())
     saved_weights = KerasModelAdapter(load_model(str(saved))).get_weights()
     assert weights_digest(saved_weights) == weights_digest(final.weights)
+    exports = exported_models(str(tmp_path / "out" / "exports"))
+    assert exports[-1][0] == final.model_version == 23 and summary["latest_export"] == exports[-1][1]
+    export_weights = KerasModelAdapter(load_model(exports[-1][1])).get_weights()
+    assert weights_digest(export_weights) == weights_digest(final.weights)
     result = _run("image_classification.py", "--replicas", "1", "--passes", "1", "--batch-size", "64",
-                  "--model", str(saved), "--outdir", str(tmp_path / "again"), "--summary", str(tmp_path / "again.json"))
+                  "--model", exports[-1][1], "--outdir", str(tmp_path / "again"), "--summary", str(tmp_path / "again.json"))
     assert result.returncode == 0, result.stderr[-3000:]
     again = decode_final_model((tmp_path / "again" / "model-0-000000.bin").read_bytes())
     assert again.initial_digest == weights_digest(saved_weights)

@@ -393,6 +393,22 @@ def test_word2vec_learns_that_words_sharing_contexts_are_similar():
     assert result.loss < 0.45 and result.accuracy > 0.4
 
 
+def test_half_float_rows_halve_the_messages_and_keep_synchronous_replicas_identical():
+    from pyflink_tensair import TrainConfig
+    from pyflink_tensair.core.simulation import simulate
+
+    rng = np.random.default_rng(0)
+    lines = [(rng.integers(0, 10, 10) + 10 * t).astype(np.int32) for t in rng.integers(0, 4, 200)]
+    counts = np.bincount(np.concatenate(lines), minlength=40)
+    batches = list(skipgram.SkipGramBatches(lines, counts, batch_size=256, subsample=0, seed=0).batches())
+    runs = {v: simulate(lambda r: _adapter(vocabulary=40, dim=16, learning_rate=32.0), batches,
+                        TrainConfig(replicas=2, staleness_bound=0, sparse_values=v)) for v in ("float32", "float16")}
+    assert runs["float16"].replica_max_weight_diff() == 0.0  # each replica rounds its own rows as peers do
+    assert 0.5 < runs["float16"].message_bytes / runs["float32"].message_bytes < 0.7
+    full, half = (runs[v].replicas[0].model.get_weights()["000"] for v in ("float32", "float16"))
+    assert 0 < np.abs(full - half).max() < 0.05 * np.abs(full).max()
+
+
 def test_word2vec_saves_and_loads_as_a_keras_file(tmp_path):
     import keras
 

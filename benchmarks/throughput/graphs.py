@@ -60,7 +60,10 @@ class _WorkerFunction(KeyedCoProcessFunction):
             elif isinstance(event, GradientUpdate):
                 # on the wire, steps count from 1: the gradient of model version v travels as step v + 1
                 step = event.version + 1
-                yield self._tag, wire.encode_message(GradientMessage(event.worker, step, step, event.gradients))
+                # TrainConfig.sparse_values halves the rows here as in our replicas' messages; the
+                # updater's model broadcast stays float32 (those are weights: halving would round the model)
+                message = GradientMessage(event.worker, step, step, event.gradients)
+                yield self._tag, wire.encode_message(message, self._config.sparse_values)
             elif isinstance(event, WorkerDone):
                 yield self._tag, wire.encode_message(DoneMessage(event.worker, self._worker.steps))
 

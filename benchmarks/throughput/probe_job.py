@@ -45,6 +45,8 @@ def parse_args(argv):
     parser.add_argument("--checkpoint-interval", type=float, default=0.0,
                         help="our systems: TrainConfig.checkpoint_interval_s (0: no checkpoints)")
     parser.add_argument("--checkpoint-dir", help="TrainConfig.checkpoint_dir (default: <outdir>/checkpoints)")
+    parser.add_argument("--sparse-values", choices=["float32", "float16"], default="float32", help="TrainConfig.sparse_values")
+    parser.add_argument("--state-backend", choices=["hashmap", "rocksdb"], default="hashmap", help="TrainConfig.state_backend")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a Flink setting for the job's environment (repeatable), e.g. python.fn-execution.memory.managed=false")
     args, _ = parser.parse_known_args(argv)
@@ -113,7 +115,8 @@ def main(argv=None):
     staleness = {"bounded": args.staleness_bound, "sync": 0}.get(args.system)  # dasgd and the baselines: None
     config = TrainConfig(replicas=args.replicas, staleness_bound=staleness, tf_intra_op_threads=args.tf_threads,
                          buffer_capacity=held, trainer=args.trainer, name="bench",
-                         checkpoint_interval_s=args.checkpoint_interval or None,
+                         checkpoint_interval_s=args.checkpoint_interval or None, state_backend=args.state_backend,
+                         sparse_values=args.sparse_values,
                          checkpoint_dir=(args.checkpoint_dir or os.path.join(os.path.abspath(args.outdir), "checkpoints"))
                          if args.checkpoint_interval else None)
     if args.system in OURS:

@@ -140,6 +140,12 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
     parser.add_argument("--state-backend", choices=["hashmap", "rocksdb"], default="hashmap",
                         help="where Flink keeps the state between checkpoints: JVM heap (default) or RocksDB on disk")
     parser.add_argument("--checkpoint-dir", metavar="DIR", help="where checkpoints go (default: <outdir>/checkpoints)")
+    parser.add_argument("--sparse-values", choices=["float32", "float16"], default="float32",
+                        help="how embedding rows travel in gradient messages; float16 halves them (default: float32)")
+    parser.add_argument("--export-every", metavar="SECONDS", type=greater_than(0, "export_every"),
+                        help="write replica 0's current model every SECONDS as <export-dir>/model-v<version>.keras "
+                             "(and the final one at the end; default: no exports)")
+    parser.add_argument("--export-dir", metavar="DIR", help="where --export-every writes (default: <outdir>/exports)")
     defaults = LatencySettings()
     for flag, field in (("--bundle-size", "bundle_size"), ("--bundle-time-ms", "bundle_time_ms"),
                         ("--buffer-timeout-ms", "buffer_timeout_ms")):
@@ -172,7 +178,7 @@ def config_from_args(args, **overrides) -> TrainConfig:
     latency = LatencySettings(bundle_size=args.bundle_size, bundle_time_ms=args.bundle_time_ms,
                               buffer_timeout_ms=args.buffer_timeout_ms)
     fields = dict(replicas=args.replicas, staleness_bound=args.staleness_bound, broadcast_every=args.broadcast_every,
-                  seed=args.seed, workers=args.workers, trainer=args.trainer, tf_intra_op_threads=args.tf_threads, latency=latency)
+                  seed=args.seed, sparse_values=args.sparse_values, workers=args.workers, trainer=args.trainer, tf_intra_op_threads=args.tf_threads, latency=latency)
     if args.buffer_capacity is not None:
         fields["buffer_capacity"] = args.buffer_capacity
     if args.checkpoint_interval > 0:
@@ -180,6 +186,14 @@ def config_from_args(args, **overrides) -> TrainConfig:
             args.outdir = os.path.abspath(args.outdir or default_outdir(overrides.get("name", "tensair")))
         fields.update(checkpoint_interval_s=args.checkpoint_interval, state_backend=args.state_backend,
                       checkpoint_dir=args.checkpoint_dir or os.path.join(args.outdir, "checkpoints"))
+    if args.export_dir and args.export_every is None:
+        raise ConfigError("--export-dir needs --export-every SECONDS (how often to export). Received: "
+                          f"--export-dir {args.export_dir}")
+    if args.export_every is not None:
+        if not args.export_dir:
+            args.outdir = os.path.abspath(args.outdir or default_outdir(overrides.get("name", "tensair")))
+        fields.update(export_every_s=args.export_every,
+                      export_dir=os.path.abspath(args.export_dir or os.path.join(args.outdir, "exports")))
     fields.update(overrides)
     return TrainConfig(**fields)
 

@@ -136,6 +136,11 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
         summary.update(evaluate_models(models, model, holdout))
     if finish is not None:
         summary.update(finish(summary, metrics, models, progress.probes.records))
+    if config.export_dir:
+        from ..models.export import exported_models
+
+        exports = exported_models(config.export_dir)
+        summary.update(exports=len(exports), latest_export=exports[-1][1] if exports else None)
     if args.save:
         save_final_model(models, model, args.save)
         summary["saved_model"] = os.path.abspath(args.save)

@@ -34,6 +34,24 @@ def merge_sparse(parts: Sequence[SparseGradient]) -> SparseGradient:
     return SparseGradient(unique.astype(parts[0].indices.dtype), summed, parts[0].dense_shape)
 
 
+def round_sparse_values(gradients: Gradients, dtype) -> Gradients:
+    """The gradients with every sparse entry's rows rounded to ``dtype`` (kept as float32): what
+    a peer decodes from a message whose rows travel as ``dtype``. Dense entries are unchanged.
+
+    Example::
+
+        >>> g = {"emb": SparseGradient(np.array([0]), np.array([[1 / 3]], np.float32), (2, 1))}
+        >>> float(round_sparse_values(g, np.float16)["emb"].values[0, 0])
+        0.333251953125
+    """
+    out = {}
+    for name, grad in gradients.items():
+        if isinstance(grad, SparseGradient) and grad.values.dtype != dtype:
+            grad = SparseGradient(grad.indices, grad.values.astype(dtype).astype(grad.values.dtype), grad.dense_shape)
+        out[name] = grad
+    return out
+
+
 def _sum_one(terms: List[Gradient]) -> Gradient:
     if all(isinstance(t, SparseGradient) for t in terms):
         return terms[0] if len(terms) == 1 else merge_sparse(terms)

@@ -54,8 +54,8 @@ from ..config import Mode, TrainConfig
 from ..errors import ConfigError, ProtocolError
 from . import wire
 from .events import Broadcast, FinalModel, Metrics, Prediction, weights_digest
-from .gradients import average_gradients, dense_nbytes, sum_gradients
-from .messages import Batch, DoneMessage, GradientMessage, Gradients, PeerMessage
+from .gradients import average_gradients, dense_nbytes, round_sparse_values, sum_gradients
+from .messages import Batch, DoneMessage, GradientMessage, Gradients, PeerMessage, SparseGradient
 from .model_api import StepResult, TrainableModel
 
 Event = object
@@ -70,11 +70,11 @@ class Replica:
         """Replica ``replica_id`` of ``config.replicas``, with the config's protocol settings."""
         return cls(replica_id, config.replicas, model, staleness_bound=config.staleness_bound,
                    broadcast_every=config.broadcast_every, buffer_capacity=config.buffer_capacity,
-                   mode=config.mode, **kwargs)
+                   mode=config.mode, sparse_values=config.sparse_values, **kwargs)
 
     def __init__(self, replica_id: int, replicas: int, model: TrainableModel, *,
                  staleness_bound: Optional[int] = None, broadcast_every: int = 1,
-                 buffer_capacity: int = 64, mode: Mode = Mode.TRAIN,
+                 buffer_capacity: int = 64, mode: Mode = Mode.TRAIN, sparse_values: str = "float32",
                  clock: Callable[[], float] = time.time):
         if not 0 <= replica_id < replicas:
             raise ConfigError(f"replica_id must be in [0, {replicas}). Received: replica_id={replica_id}")
@@ -88,6 +88,7 @@ class Replica:
         self.broadcast_every = broadcast_every
         self.buffer_capacity = buffer_capacity
         self.mode = Mode(mode)
+        self.sparse_values = sparse_values  # how its messages' sparse rows travel (TrainConfig)
         self._clock = clock
         self._peers = [p for p in range(replicas) if p != replica_id]
         # counters (part of the snapshot)
@@ -174,6 +175,11 @@ class Replica:
         self._drain(out)
         return out
 
+    @property
+    def unacked_messages(self) -> int:
+        """Messages sent that some peer has not acknowledged yet (kept for a re-send)."""
+        return len(self._unacked)
+
     def resend(self) -> List[Event]:
         """After :meth:`restore`: a ``"restored"`` metrics record (where the replica resumes),
         then the messages some peer may not hold (sent before the snapshot, never
@@ -256,6 +262,8 @@ class Replica:
     def _train(self, batch: Batch, out: List[Event]) -> None:
         staleness = self._staleness()
         result = self._model_call(self.model.compute_gradients, batch)
+        if self.sparse_values != "float32":  # use the rows as the peers will decode them
+            result = dataclasses.replace(result, gradients=round_sparse_values(result.gradients, np.dtype(self.sparse_values)))
         out.append(self._prediction(batch, result))
         self.local_step += 1
         if self.synchronous:
@@ -307,7 +315,7 @@ class Replica:
         self.messages_sent += 1
         message = dataclasses.replace(message, acks=self._acks())
         if isinstance(message, GradientMessage):
-            self.bytes_sent += message.nbytes
+            self.bytes_sent += _payload_nbytes(message.gradients, np.dtype(self.sparse_values).itemsize)
             self.dense_bytes_sent += dense_nbytes(message.gradients)
             self._unacked[message.step] = message
         out.append(Broadcast(message))
@@ -406,7 +414,7 @@ class Replica:
             if ahead:
                 state[f"ahead/{sender}"] = np.array(sorted(ahead.items()), np.int64)
         for step, message in self._unacked.items():
-            state[f"unacked/{step:012d}"] = _as_uint8(wire.encode_message(message))
+            state[f"unacked/{step:012d}"] = _as_uint8(wire.encode_message(message, self.sparse_values))
         state["acked_by"] = np.array([self._acked_by.get(p, 0) for p in range(self.replicas)], np.int64)
         return state
 
@@ -432,6 +440,12 @@ class Replica:
             self._unacked[message.step] = message
         acked_by = state.get("acked_by", np.zeros(self.replicas, np.int64))
         self._acked_by = {p: int(acked_by[p]) for p in self._peers}
+
+
+def _payload_nbytes(gradients: Gradients, sparse_itemsize: int) -> int:
+    """A message's tensor bytes on the wire, its sparse rows at ``sparse_itemsize`` per value."""
+    return sum(g.indices.nbytes + g.values.size * sparse_itemsize if isinstance(g, SparseGradient) else g.nbytes
+               for g in gradients.values())
 
 
 def _as_uint8(data: bytes) -> np.ndarray:

@@ -109,7 +109,7 @@ def simulate(make_model: Callable[[int], TrainableModel], batches: Sequence[Batc
             if isinstance(event, Broadcast):
                 message = event.message
                 if through_wire:
-                    data = wire.encode_message(message)
+                    data = wire.encode_message(message, config.sparse_values)
                     result.message_bytes += len(data)
                     message = wire.decode_message(data)
                 result.messages += 1

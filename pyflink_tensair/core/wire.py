@@ -246,7 +246,11 @@ def decode_batch(data) -> Batch:
 
 # --- peer messages ------------------------------------------------------------------------------
 
-def encode_message(message: PeerMessage) -> bytes:
+def encode_message(message: PeerMessage, sparse_values: str = "float32") -> bytes:
+    """Encodes a gradient message or a done marker. ``sparse_values="float16"``: sparse rows
+    travel as half floats (half the bytes; :func:`decode_message` widens them to float32 again)."""
+    if sparse_values not in ("float32", "float16"):
+        raise WireFormatError(f"sparse_values must be 'float32' or 'float16'. Received: {sparse_values!r}")
     if isinstance(message, DoneMessage):
         return encode_record(KIND_DONE, {"sender": message.sender, "final_step": message.final_step,
                                          "acks": [int(a) for a in message.acks]}, {})
@@ -254,7 +258,8 @@ def encode_message(message: PeerMessage) -> bytes:
     for name, grad in message.gradients.items():
         if isinstance(grad, SparseGradient):
             tensors[name + _SPARSE_INDICES] = grad.indices
-            tensors[name + _SPARSE_VALUES] = grad.values
+            values = grad.values
+            tensors[name + _SPARSE_VALUES] = values.astype(np.float16) if sparse_values == "float16" and values.dtype == np.float32 else values
             sparse[name] = list(grad.dense_shape)
         else:
             tensors[name] = grad
@@ -288,6 +293,8 @@ def decode_message(data) -> PeerMessage:
             try:
                 indices = tensors.pop(name + _SPARSE_INDICES)
                 values = tensors.pop(name + _SPARSE_VALUES)
+                if values.dtype == np.float16:  # half-float rows (encode_message's sparse_values="float16")
+                    values = values.astype(np.float32)
                 gradients[name] = SparseGradient(indices, values, tuple(sparse[name]))
             except (KeyError, ValueError, TypeError) as err:
                 raise WireFormatError(f"sparse gradient {name!r} is malformed: {err}") from None

@@ -36,8 +36,14 @@ def _chunk_key(index: int) -> str:
 
 
 class ChunkedState:
-    """A dict of arrays kept in keyed state as ``str -> bytes`` entries: a JSON manifest (chunk
-    digests, total size) under ``"manifest"`` and the encoded snapshot in ``CHUNK_BYTES`` chunks.
+    """A dict of arrays kept in keyed state as ``str -> bytes`` entries: a JSON manifest under
+    ``"manifest"`` (each array's name, dtype and shape, the chunks' digests) and the arrays' raw
+    bytes, one after the other in the dict's order, in ``CHUNK_BYTES`` chunks.
+
+    The layout lives in the manifest, not in front of the bytes: an entry that comes, goes or
+    changes size shifts only the chunks after it, so entries that keep their size (a replica's
+    weights and slots, which it puts first) keep their chunks, and a chunk whose bytes did not
+    change is not written again.
 
     ``store`` needs ``get``, ``put``, ``remove`` and ``contains`` (:class:`ValueStates`, or a
     dict wrapper in tests). ``write`` returns how many bytes it wrote.
@@ -63,8 +69,15 @@ class ChunkedState:
             return None
         return json.loads(bytes(self._state.get(_MANIFEST)).decode("utf-8"))
 
-    def write(self, arrays: Dict[str, np.ndarray], meta: Optional[dict] = None) -> int:
-        data = wire.encode_tensors(arrays, meta or {})
+    def write(self, arrays: Dict[str, np.ndarray]) -> int:
+        layout, parts = [], []
+        for name, value in arrays.items():
+            value = np.asarray(value)
+            if value.dtype.hasobject:
+                raise wire.WireFormatError(f"state entry {name!r} has dtype {value.dtype}: only plain arrays are kept")
+            layout.append([name, value.dtype.str, list(value.shape)])  # before ascontiguousarray: it makes 0-d 1-d
+            parts.append(np.ascontiguousarray(value).reshape(-1).view(np.uint8))
+        data = memoryview(np.concatenate(parts) if parts else np.zeros(0, np.uint8))
         old = self._manifest() or {"chunks": []}
         digests, written = [], 0
         for index, start in enumerate(range(0, len(data), self._chunk_bytes)):
@@ -72,11 +85,11 @@ class ChunkedState:
             digest = hashlib.sha1(chunk).hexdigest()
             digests.append(digest)
             if index >= len(old["chunks"]) or old["chunks"][index] != digest:
-                self._state.put(_chunk_key(index), chunk)
+                self._state.put(_chunk_key(index), chunk.tobytes())
                 written += len(chunk)
         for index in range(len(digests), len(old["chunks"])):
             self._state.remove(_chunk_key(index))
-        manifest = {"chunks": digests, "bytes": len(data)}
+        manifest = {"layout": layout, "chunks": digests, "bytes": len(data)}
         if manifest != old:
             self._state.put(_MANIFEST, json.dumps(manifest).encode("utf-8"))
         return written
@@ -86,11 +99,22 @@ class ChunkedState:
         manifest = self._manifest()
         if manifest is None:
             return None
+        if "layout" not in manifest:
+            raise wire.WireFormatError("the replica's state was written by an older pyflink_tensair (no layout in its "
+                                       "manifest): start the job without this checkpoint or savepoint")
         data = b"".join(bytes(self._state.get(_chunk_key(i))) for i in range(len(manifest["chunks"])))
         if len(data) != manifest["bytes"]:
             raise wire.WireFormatError(f"the replica's state holds {len(data)} bytes, its manifest says "
                                        f"{manifest['bytes']}: the checkpoint is damaged")
-        return wire.decode_tensors(data)[1]
+        arrays, offset = {}, 0
+        for name, dtype, shape in manifest["layout"]:
+            dtype = np.dtype(dtype)
+            if dtype.hasobject:
+                raise wire.WireFormatError(f"the replica's state entry {name!r} has dtype {dtype}: the checkpoint is damaged")
+            size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+            arrays[name] = np.frombuffer(data, dtype, count=size // max(1, dtype.itemsize), offset=offset).reshape(shape).copy()
+            offset += size
+        return arrays
 
 
 class ValueStates:
@@ -158,6 +182,10 @@ def configure(env, config) -> None:
     conf = env_configuration(env)
     conf.set_string("execution.checkpointing.interval", f"{int(config.checkpoint_interval_s * 1000)} ms")
     conf.set_string("execution.checkpointing.mode", "EXACTLY_ONCE")
+    if not conf.contains_key("execution.checkpointing.min-pause"):
+        # A replica stands still while its state is written: at least one interval of training
+        # between two checkpoints, however long one takes (a 120 MB model takes seconds).
+        conf.set_string("execution.checkpointing.min-pause", f"{int(config.checkpoint_interval_s * 1000)} ms")
     conf.set_string("state.backend.type", config.state_backend)
     if config.checkpoint_dir:
         conf.set_string("execution.checkpointing.dir", "file://" + os.path.abspath(config.checkpoint_dir)

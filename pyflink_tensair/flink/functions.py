@@ -55,6 +55,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._replica = None
 
     def open(self, runtime_context: RuntimeContext):
+        from ..models.export import ModelExporter
         from ..models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads, load_model
 
         cfg = self._config
@@ -69,6 +70,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._models_tag = types.models_tag(cfg.name)
         self._probes_tag = types.probes_tag(cfg.name)
         self._next_probe = time.time() + self._probe_every_s
+        self._exporter = (ModelExporter(cfg.export_dir, cfg.export_every_s)
+                          if cfg.export_every_s is not None and index == 0 else None)
         self._timer_registered = False
         self._flush_timer: Optional[int] = None
         self._input_ended = False
@@ -76,6 +79,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._codec_s = 0.0
         self._last: Metrics = None
         self._state = ChunkedState(ValueStates(runtime_context))
+        self._snapshot_bytes = self._snapshot_written = self._snapshot_ms = 0
         self._register_gauges(runtime_context.get_metrics_group().add_group("tensair"))
 
     def close(self):
@@ -94,6 +98,13 @@ class ReplicaFunction(KeyedCoProcessFunction):
         gauge("staleness", lambda m: m.staleness)
         gauge("batches_per_s_x1000", lambda m: m.batches_per_s, 1e3)
         gauge("held_batches", lambda m: m.held_batches)
+        # the last snapshot (checkpoint) of this replica: its size, and the bytes that changed
+        group.gauge("snapshot_bytes", lambda: self._snapshot_bytes)
+        group.gauge("snapshot_written_bytes", lambda: self._snapshot_written)
+        # in Python: the trainer drained and the state handed to PyFlink; the operator's own
+        # checkpoint_pause_ms adds the commit of those writes to Flink's state
+        group.gauge("snapshot_ms", lambda: self._snapshot_ms)
+        group.gauge("unacked_messages", lambda: self._replica.unacked_messages if self._replica else 0)
 
     def _check_key(self, ctx) -> None:
         key = ctx.get_current_key()
@@ -121,6 +132,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
             if self._probe is not None and self._replica.id == 0 and time.time() >= self._next_probe:
                 self._trainer.call(lambda replica: [_ProbeRecord(self._probe_record("progress"))])
                 self._next_probe = time.time() + self._probe_every_s
+            if self._exporter is not None and self._exporter.due():
+                self._trainer.call(self._export)  # between two steps, on the thread that owns the model
         yield from self._flush(ctx, began)
 
     def process_element2(self, value, ctx):
@@ -150,9 +163,13 @@ class ReplicaFunction(KeyedCoProcessFunction):
             yield from self._emit(self._replica.resend())
 
     def _snapshot(self):
+        began = time.perf_counter()
         self._trainer.wait_idle()  # the batch it holds and the messages it queued are in the state
         yield from self._emit(self._trainer.take())
-        self._state.write(self._replica.snapshot())
+        state = self._replica.snapshot()
+        self._snapshot_bytes = sum(int(v.nbytes) for v in state.values())
+        self._snapshot_written = self._state.write(state)
+        self._snapshot_ms = int((time.perf_counter() - began) * 1000)
 
     def _flush(self, ctx, began: float):
         """Emits what the trainer has ready; while it still works, a processing-time timer
@@ -183,7 +200,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
                 self._last = event
                 out = self._metrics_tag, event.to_json()
             elif isinstance(event, Broadcast):
-                out = self._feedback_tag, wire.encode_message(event.message)
+                out = self._feedback_tag, wire.encode_message(event.message, self._config.sparse_values)
             elif isinstance(event, FinalModel):
                 out = self._models_tag, types.encode_final_model(event)
             elif isinstance(event, _ProbeRecord):
@@ -191,9 +208,15 @@ class ReplicaFunction(KeyedCoProcessFunction):
             else:
                 raise ProtocolError(f"the replica returned an event of unknown type {type(event).__name__}")
             self._codec_s += time.perf_counter() - began
+            if isinstance(event, FinalModel) and self._exporter is not None:
+                self._export(self._replica)  # finished: the last version
             yield out
             if isinstance(event, FinalModel) and self._probe is not None and self._replica.id == 0:
                 yield self._probes_tag, self._probe_record("final")  # finished: the model no longer changes
+
+    def _export(self, replica: Replica) -> list:
+        self._exporter.export(replica.model.model, replica.model_version)
+        return []
 
     def _probe_record(self, phase: str) -> str:
         # On the trainer thread between two of its items, or once the replica has finished. A

@@ -2,6 +2,7 @@ package pyflinktensair.checkpoint;
 
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.metrics.Gauge;
 import org.apache.flink.streaming.api.functions.python.DataStreamPythonFunctionInfo;
 import org.apache.flink.streaming.api.operators.python.process.AbstractExternalDataStreamPythonFunctionOperator;
 import org.apache.flink.streaming.api.operators.python.process.ExternalPythonKeyedCoProcessOperator;
@@ -26,6 +27,7 @@ public class ReplicaOperator<OUT> extends ExternalPythonKeyedCoProcessOperator<O
     private final int[] keys;
     private final byte[] snapshotMarker;
     private final byte[] openMarker;
+    private transient volatile long lastPauseMs;
 
     public ReplicaOperator(
             Configuration config,
@@ -45,13 +47,17 @@ public class ReplicaOperator<OUT> extends ExternalPythonKeyedCoProcessOperator<O
     @Override
     public void open() throws Exception {
         super.open();
+        // how long the replica stood still for the last checkpoint: its state written and committed
+        getMetricGroup().addGroup("tensair").gauge("checkpoint_pause_ms", (Gauge<Long>) () -> lastPauseMs);
         inject(openMarker);
     }
 
     @Override
     public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
+        long began = System.nanoTime();
         inject(snapshotMarker);
         super.prepareSnapshotPreBarrier(checkpointId); // finishes the bundle: the state writes land
+        lastPauseMs = (System.nanoTime() - began) / 1_000_000;
     }
 
     private void inject(byte[] marker) throws Exception {

@@ -1,0 +1,89 @@
+"""Model export while training: replica 0's current model as a ``.keras`` file every few seconds.
+
+Each export is written under a hidden temporary name in the export folder and then renamed, so a
+reader never sees half a file: ``model-v<version>.keras`` appears whole or not at all. The
+version is the replica's model version (local steps plus applied peer messages), zero-padded so
+the names sort by it. An export is a plain Keras model (weights and optimizer state): it loads
+with ``keras.models.load_model`` and is the pre-trained start of a new job (the jobs'
+``--model PATH``), which is also how a run changes its replica count.
+
+Example::
+
+    >>> import tempfile, keras
+    >>> from pyflink_tensair.models import zoo
+    >>> folder = tempfile.mkdtemp()
+    >>> exporter = ModelExporter(folder, every_s=60.0)
+    >>> path = exporter.export(zoo.quickstart_classifier(features=4, classes=2), version=7)
+    >>> os.path.basename(path), [v for v, _ in exported_models(folder)]
+    ('model-v000000007.keras', [7])
+    >>> keras.models.load_model(path).input_shape
+    (None, 4)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Callable, List, Optional, Tuple
+
+from ..errors import ConfigError
+
+_NAME = re.compile(r"^model-v(\d+)\.keras$")
+
+
+def export_path(directory: str, version: int) -> str:
+    """Where the export of ``version`` goes."""
+    return os.path.join(directory, f"model-v{int(version):09d}.keras")
+
+
+def exported_models(directory: str) -> List[Tuple[int, str]]:
+    """``(version, path)`` of every export in ``directory``, oldest version first."""
+    if not os.path.isdir(directory):
+        return []
+    found = ((_NAME.match(name), name) for name in os.listdir(directory))
+    return sorted((int(m.group(1)), os.path.join(directory, name)) for m, name in found if m)
+
+
+def latest_export(directory: str) -> Optional[str]:
+    """The path of the newest export in ``directory``, or ``None``."""
+    exports = exported_models(directory)
+    return exports[-1][1] if exports else None
+
+
+class ModelExporter:
+    """Writes a Keras model to ``directory`` when :meth:`due` (every ``every_s`` seconds)."""
+
+    def __init__(self, directory: str, every_s: float, clock: Callable[[], float] = time.monotonic):
+        if not isinstance(directory, str) or not directory:
+            raise ConfigError(f"the export folder must be a non-empty path. Received: {directory!r}")
+        if isinstance(every_s, bool) or not isinstance(every_s, (int, float)) or not every_s > 0:
+            raise ConfigError(f"the export interval must be a number of seconds > 0. Received: {every_s!r}")
+        self.directory = directory
+        self.every_s = float(every_s)
+        self._clock = clock
+        self._next = clock() + self.every_s
+        self.exports = 0
+
+    def due(self) -> bool:
+        """True once per interval: the caller then exports (the next interval starts now)."""
+        now = self._clock()
+        if now < self._next:
+            return False
+        self._next = now + self.every_s
+        return True
+
+    def export(self, keras_model, version: int) -> str:
+        """Saves ``keras_model`` as the export of ``version`` (replacing one of the same version,
+        as a replica that retrains after a restore does); returns its path."""
+        os.makedirs(self.directory, exist_ok=True)
+        final = export_path(self.directory, version)
+        partial = os.path.join(self.directory, f".{os.path.basename(final)[:-len('.keras')]}-{os.getpid()}.partial.keras")
+        try:
+            keras_model.save(partial)
+            os.replace(partial, final)
+        finally:
+            if os.path.exists(partial):
+                os.remove(partial)
+        self.exports += 1
+        return final

@@ -1,0 +1,137 @@
+"""Model export while training (``TrainConfig.export_every_s``, the jobs' ``--export-every``)."""
+
+import argparse
+import functools
+import os
+
+import numpy as np
+import pytest
+
+from pyflink_tensair import ConfigError
+from pyflink_tensair.cli import flags
+from pyflink_tensair.models.export import ModelExporter, exported_models, latest_export
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_exports_are_due_once_per_interval():
+    clock = _Clock()
+    exporter = ModelExporter("unused", every_s=5.0, clock=clock)
+    assert not exporter.due()
+    clock.now += 5.0
+    assert exporter.due() and not exporter.due()  # the next interval starts when one is claimed
+    clock.now += 4.9
+    assert not exporter.due()
+    clock.now += 0.1
+    assert exporter.due()
+
+
+def test_an_export_is_written_whole_under_its_version_and_replaces_the_same_version(tmp_path):
+    import keras
+
+    from pyflink_tensair.models import zoo
+
+    exporter = ModelExporter(str(tmp_path / "exports"), every_s=1.0)
+    model = zoo.quickstart_classifier(features=3, classes=2)
+    exporter.export(model, version=12)
+    exporter.export(model, version=3)
+    model.layers[-1].set_weights([w + 1.0 for w in model.layers[-1].get_weights()])
+    exporter.export(model, version=12)  # a retrained version after a restore
+    assert [v for v, _ in exported_models(str(tmp_path / "exports"))] == [3, 12]
+    assert sorted(os.listdir(tmp_path / "exports")) == ["model-v000000003.keras", "model-v000000012.keras"]
+    loaded = keras.models.load_model(latest_export(str(tmp_path / "exports")))
+    x = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+
+
+def test_a_failed_export_leaves_no_partial_file(tmp_path):
+    class Failing:
+        def save(self, path):
+            open(path, "wb").write(b"half a zip")
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        ModelExporter(str(tmp_path), every_s=1.0).export(Failing(), version=1)
+    assert os.listdir(tmp_path) == [] and latest_export(str(tmp_path)) is None
+
+
+@pytest.mark.parametrize("every", [0, -1.0, True, "5"])
+def test_the_interval_must_be_positive(every):
+    with pytest.raises(ConfigError, match="export interval must be a number of seconds > 0"):
+        ModelExporter("x", every_s=every)
+
+
+def _job_args(*argv):
+    parser = argparse.ArgumentParser()
+    flags.add_job_arguments(parser, batches=10, batch_size=8)
+    return parser.parse_args(list(argv))
+
+
+def test_the_export_flags_make_the_config(tmp_path):
+    config = flags.config_from_args(_job_args("--export-every", "2.5", "--outdir", str(tmp_path), "--checkpoint-interval", "0"))
+    assert config.export_every_s == 2.5 and config.export_dir == os.path.join(str(tmp_path), "exports")
+    config = flags.config_from_args(_job_args("--export-every", "1", "--export-dir", "rel/dir", "--checkpoint-interval", "0"))
+    assert config.export_dir == os.path.abspath("rel/dir")  # the TaskManagers' working folder is another
+    assert flags.config_from_args(_job_args("--checkpoint-interval", "0")).export_every_s is None
+    with pytest.raises(ConfigError, match="--export-dir needs --export-every SECONDS"):
+        flags.config_from_args(_job_args("--export-dir", "d"))
+
+
+@pytest.mark.flink
+def test_every_export_predicts_what_its_replica_predicted_at_that_version(tmp_path):
+    """One replica, paced: an export at version v is the model that predicted the next batch."""
+    pytest.importorskip("pyflink")
+    import keras
+
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from pyflink_tensair import TrainConfig, train
+    from pyflink_tensair.datasets.teacher import teacher_classification_batch
+    from pyflink_tensair.flink import types
+    from pyflink_tensair.flink.sinks import write_json_lines, write_records
+    from pyflink_tensair.flink.sources import batch_source
+
+    from flink_harness import CLASSES, FEATURES, MODEL, read_results
+
+    make_batch = functools.partial(teacher_classification_batch, batch_size=32, features=FEATURES, classes=CLASSES, seed=0)
+
+    folder, out = tmp_path / "exports", tmp_path / "out"
+    config = TrainConfig(replicas=1, export_every_s=0.4, export_dir=str(folder), name="export")
+    env = StreamExecutionEnvironment.get_execution_environment()
+    trained = train(batch_source(env, 40, make_batch, rate=8.0, name="export"), model=MODEL, config=config)
+    write_json_lines(trained.metrics, str(out), "metrics", name="export")
+    write_records(trained.models, str(out), "model", name="export")
+    from pyflink.common import Types
+
+    write_json_lines(trained.predictions.map(types.prediction_json, output_type=Types.STRING()).name("json").uid("json"),
+                     str(out), "predictions", name="export")
+    env.execute("export job")
+    result = read_results(out)
+
+    exports = exported_models(str(folder))
+    assert sorted(os.listdir(folder)) == [os.path.basename(p) for _, p in exports]  # no partial file left
+    versions = [v for v, _ in exports]
+    assert len(versions) >= 5 and versions == sorted(set(versions))
+    assert versions[-1] == result.models[0].model_version == 40  # the final model is exported too
+    by_version = {p["model_version"]: p for p in result.predictions}
+    checked = 0
+    for version, path in exports:
+        model = keras.models.load_model(path)  # safe mode
+        if version in by_version:  # the batch trained right after the export
+            p = by_version[version]
+            np.testing.assert_array_equal(model.predict(make_batch(p["batch_id"]).x, verbose=0),
+                                          np.array(p["predictions"], np.float32))
+            checked += 1
+    assert checked == len(exports) - 1
+    from pyflink_tensair.models.keras_adapter import KerasModelAdapter
+
+    final = KerasModelAdapter(keras.models.load_model(exports[-1][1])).get_weights()
+    assert sorted(final) == sorted(result.models[0].weights)
+    for name, value in result.models[0].weights.items():
+        np.testing.assert_array_equal(final[name], value)
