@@ -409,6 +409,25 @@ def test_half_float_rows_halve_the_messages_and_keep_synchronous_replicas_identi
     assert 0 < np.abs(full - half).max() < 0.05 * np.abs(full).max()
 
 
+def test_the_adapter_makes_half_float_rows_in_tensorflow_and_applies_them():
+    from pyflink_tensair.core.gradients import round_sparse_values
+    from pyflink_tensair.models import zoo
+    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
+
+    rng = np.random.default_rng(0)
+    lines = [rng.integers(0, 200, 20).astype(np.int32) for _ in range(20)]
+    batch = next(skipgram.SkipGramBatches(lines, np.ones(200), batch_size=64, subsample=0).batches())
+    build = functools.partial(zoo.word2vec, vocabulary=200, dim=8)
+    full = KerasModelAdapter(load_model(build, seed=0))
+    half = KerasModelAdapter(load_model(build, seed=0), sparse_values="float16")
+    g_full, g_half = full.compute_gradients(batch).gradients, half.compute_gradients(batch).gradients
+    assert g_half["000"].values.dtype == np.float16 and g_full["000"].values.dtype == np.float32
+    np.testing.assert_array_equal(g_half["000"].values, round_sparse_values(g_full, np.float16)["000"].values)
+    full.apply_gradients(round_sparse_values(g_full, np.float16))  # rounded in NumPy, widened in TF
+    half.apply_gradients(g_half)
+    np.testing.assert_array_equal(full.get_weights()["000"], half.get_weights()["000"])
+
+
 def test_word2vec_saves_and_loads_as_a_keras_file(tmp_path):
     import keras
 

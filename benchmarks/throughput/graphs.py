@@ -41,7 +41,7 @@ def _adapter(model, config: TrainConfig):
     from pyflink_tensair.models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads, load_model
 
     configure_tensorflow_threads(config.tf_intra_op_threads)
-    return KerasModelAdapter(load_model(model, seed=config.seed))
+    return KerasModelAdapter(load_model(model, seed=config.seed), sparse_values=config.sparse_values)
 
 
 class _WorkerFunction(KeyedCoProcessFunction):

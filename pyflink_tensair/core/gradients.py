@@ -29,14 +29,20 @@ def merge_sparse(parts: Sequence[SparseGradient]) -> SparseGradient:
     indices = np.concatenate([p.indices for p in parts])
     values = np.concatenate([p.values for p in parts])
     unique, inverse = np.unique(indices, return_inverse=True)
-    summed = np.zeros((unique.shape[0],) + values.shape[1:], dtype=values.dtype)
+    summed = np.zeros((unique.shape[0],) + values.shape[1:], dtype=_summing_dtype(values.dtype))
     np.add.at(summed, inverse, values)  # unbuffered and in order: deterministic
     return SparseGradient(unique.astype(parts[0].indices.dtype), summed, parts[0].dense_shape)
 
 
+def _summing_dtype(dtype) -> np.dtype:
+    """Half-float rows (``TrainConfig.sparse_values="float16"``) are summed and scaled in float32."""
+    return np.promote_types(dtype, np.float32)
+
+
 def round_sparse_values(gradients: Gradients, dtype) -> Gradients:
-    """The gradients with every sparse entry's rows rounded to ``dtype`` (kept as float32): what
-    a peer decodes from a message whose rows travel as ``dtype``. Dense entries are unchanged.
+    """The gradients with every sparse entry's rows as ``dtype`` (e.g. ``float16``): what a
+    peer decodes from a message whose rows travel so. Dense entries are unchanged. (The Keras
+    adapter makes its rows half floats inside the compiled step; this is for other models.)
 
     Example::
 
@@ -47,7 +53,7 @@ def round_sparse_values(gradients: Gradients, dtype) -> Gradients:
     out = {}
     for name, grad in gradients.items():
         if isinstance(grad, SparseGradient) and grad.values.dtype != dtype:
-            grad = SparseGradient(grad.indices, grad.values.astype(dtype).astype(grad.values.dtype), grad.dense_shape)
+            grad = SparseGradient(grad.indices, grad.values.astype(dtype), grad.dense_shape)
         out[name] = grad
     return out
 
@@ -80,7 +86,7 @@ def scale_gradients(gradients: Gradients, factor: float) -> Gradients:
     out: Dict[str, Gradient] = {}
     for name, g in gradients.items():
         if isinstance(g, SparseGradient):
-            out[name] = SparseGradient(g.indices, (g.values * factor).astype(g.values.dtype), g.dense_shape)
+            out[name] = SparseGradient(g.indices, (g.values * factor).astype(_summing_dtype(g.values.dtype)), g.dense_shape)
         else:
             out[name] = (g * factor).astype(g.dtype)
     return out

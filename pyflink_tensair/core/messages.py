@@ -54,7 +54,7 @@ class SparseGradient:
         return int(np.prod(self.dense_shape)) * self.values.dtype.itemsize
 
     def to_dense(self) -> np.ndarray:
-        dense = np.zeros(self.dense_shape, dtype=self.values.dtype)
+        dense = np.zeros(self.dense_shape, dtype=np.promote_types(self.values.dtype, np.float32))
         np.add.at(dense, self.indices, self.values)
         return dense
 

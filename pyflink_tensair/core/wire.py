@@ -248,7 +248,8 @@ def decode_batch(data) -> Batch:
 
 def encode_message(message: PeerMessage, sparse_values: str = "float32") -> bytes:
     """Encodes a gradient message or a done marker. ``sparse_values="float16"``: sparse rows
-    travel as half floats (half the bytes; :func:`decode_message` widens them to float32 again)."""
+    travel as half floats (half the bytes; they decode as float16, which the Keras adapter
+    widens inside TensorFlow and sums widen to float32)."""
     if sparse_values not in ("float32", "float16"):
         raise WireFormatError(f"sparse_values must be 'float32' or 'float16'. Received: {sparse_values!r}")
     if isinstance(message, DoneMessage):
@@ -293,8 +294,6 @@ def decode_message(data) -> PeerMessage:
             try:
                 indices = tensors.pop(name + _SPARSE_INDICES)
                 values = tensors.pop(name + _SPARSE_VALUES)
-                if values.dtype == np.float16:  # half-float rows (encode_message's sparse_values="float16")
-                    values = values.astype(np.float32)
                 gradients[name] = SparseGradient(indices, values, tuple(sparse[name]))
             except (KeyError, ValueError, TypeError) as err:
                 raise WireFormatError(f"sparse gradient {name!r} is malformed: {err}") from None

@@ -61,7 +61,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         cfg = self._config
         index = runtime_context.get_index_of_this_subtask()
         configure_tensorflow_threads(cfg.tf_intra_op_threads)
-        model = KerasModelAdapter(load_model(self._model, seed=cfg.seed))
+        model = KerasModelAdapter(load_model(self._model, seed=cfg.seed), sparse_values=cfg.sparse_values)
         self._replica = Replica.from_config(index, model, cfg)
         self._trainer = (TrainerThread(self._replica) if cfg.trainer is TrainerMode.THREAD
                          else InlineTrainer(self._replica))
