@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from typing import Dict, Iterable, List
 
@@ -130,8 +131,25 @@ def rest_get(url: str, timeout: float = 5.0):
 def rest_post(url: str, body: dict, timeout: float = 5.0):
     request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), method="POST",
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.loads(response.read().decode("utf-8"))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read().decode("utf-8"))
+    except urllib.error.HTTPError as err:  # Flink says why in its body's "errors"
+        detail = err.read().decode("utf-8", "replace")
+        try:
+            detail = "; ".join(str(e).splitlines()[0] for e in json.loads(detail).get("errors", [])) or detail
+        except ValueError:
+            pass
+        raise RuntimeError(f"Flink refused POST {url} (HTTP {err.code}): {detail}") from None
+
+
+def _the_running_job(folder: str) -> str:
+    """The one running job's id; an error naming them all if several run."""
+    running = [j["jid"] for j in rest_get(f"{rest_url(folder)}/jobs/overview")["jobs"] if j["state"] == "RUNNING"]
+    if len(running) != 1:
+        raise RuntimeError(f"{len(running)} jobs are running on the cluster in {folder} ({', '.join(running) or 'none'}): "
+                           "name one with --job JOBID")
+    return running[0]
 
 
 def recorded_pids(folder: str) -> List[int]:
@@ -312,14 +330,16 @@ def _await_savepoint(url: str, job_id: str, trigger: dict, timeout: float) -> st
             operation = status.get("operation", {})
             if "location" in operation:
                 return operation["location"]
-            raise RuntimeError(f"the savepoint of job {job_id} failed: {operation.get('failure-cause', operation)}")
+            cause = operation.get("failure-cause", {})
+            message = (cause.get("stack-trace") or cause.get("class")) if isinstance(cause, dict) else cause  # its first line says why
+            raise RuntimeError(f"the savepoint of job {job_id} failed: {str(message).splitlines()[0] if message else operation}")
         time.sleep(0.5)
     raise RuntimeError(f"the savepoint of job {job_id} did not complete in {timeout:.0f} s")
 
 
 def savepoint(folder: str, target_dir: str, job_id: str = None, timeout: float = 600.0) -> str:
     """Takes a savepoint of a running job (it keeps running); returns the savepoint's path."""
-    url, job_id = rest_url(folder), job_id or running_job(folder, timeout=10)
+    url, job_id = rest_url(folder), job_id or _the_running_job(folder)
     trigger = rest_post(f"{url}/jobs/{job_id}/savepoints",
                         {"target-directory": os.path.abspath(target_dir), "cancel-job": False})
     return _await_savepoint(url, job_id, trigger, timeout)
@@ -328,7 +348,7 @@ def savepoint(folder: str, target_dir: str, job_id: str = None, timeout: float =
 def stop_with_savepoint(folder: str, target_dir: str, job_id: str = None, timeout: float = 600.0) -> str:
     """Stops a running job with a savepoint, without draining (no end-of-input: the replicas stop
     where they are instead of finishing, and ``resume`` continues them); returns its path."""
-    url, job_id = rest_url(folder), job_id or running_job(folder, timeout=10)
+    url, job_id = rest_url(folder), job_id or _the_running_job(folder)
     trigger = rest_post(f"{url}/jobs/{job_id}/stop", {"targetDirectory": os.path.abspath(target_dir), "drain": False})
     return _await_savepoint(url, job_id, trigger, timeout)
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from pyflink_tensair.cli import flags
-from pyflink_tensair.core import wire
 from pyflink_tensair.errors import WireFormatError
 from pyflink_tensair.flink.checkpointing import ChunkedState
 
@@ -62,6 +61,26 @@ def test_every_shape_and_dtype_comes_back_as_written():
     for name, value in arrays.items():
         assert read[name].shape == value.shape and read[name].dtype == value.dtype
         np.testing.assert_array_equal(read[name], value)
+
+
+def test_a_state_with_a_wrong_digest_or_layout_or_an_old_manifest_is_refused():
+    import json
+
+    store = FakeMapState()
+    state = ChunkedState(store, chunk_bytes=64)
+    state.write({"w": np.arange(100, dtype=np.float32)})
+    good = dict(store)
+    store["chunk/000001"] = bytes(64)  # same length, other bytes
+    with pytest.raises(WireFormatError, match="does not match its digest"):
+        state.read()
+    store.update(good)
+    manifest = json.loads(store["manifest"])
+    store["manifest"] = json.dumps({**manifest, "layout": [["w", "<f4", [99]]]}).encode()
+    with pytest.raises(WireFormatError, match="layout describes 396 bytes"):
+        state.read()
+    store["manifest"] = json.dumps({"chunks": manifest["chunks"], "bytes": manifest["bytes"]}).encode()
+    with pytest.raises(WireFormatError, match="older pyflink_tensair"):
+        state.read()
 
 
 def test_a_damaged_state_is_refused():

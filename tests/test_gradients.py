@@ -37,3 +37,14 @@ def test_dense_size_of_sparse_rows_is_the_whole_table():
     grads = {"e": _sparse([1, 2], 1.0, shape=(1000, 8))}
     assert grads["e"].nbytes == 2 * 8 + 2 * 8 * 4
     assert dense_nbytes(grads) == 1000 * 8 * 4
+
+
+def test_half_float_rows_are_summed_scaled_and_made_dense_in_float32():
+    from pyflink_tensair.core.gradients import average_gradients
+
+    half = SparseGradient(np.array([1]), np.full((1, 2), 1000.0, np.float16), (3, 2))
+    full = SparseGradient(np.array([1, 2]), np.full((2, 2), 0.5, np.float32), (3, 2))
+    merged = merge_sparse([half, half, full])
+    assert merged.values.dtype == np.float32 and merged.values[0, 0] == 2000.5
+    assert average_gradients([{"e": half}, {"e": half}])["e"].values.dtype == np.float32
+    assert half.to_dense().dtype == np.float32 and half.dense_nbytes == 3 * 2 * 4  # as TensAIR sends it

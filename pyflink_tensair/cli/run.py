@@ -137,10 +137,10 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
     if finish is not None:
         summary.update(finish(summary, metrics, models, progress.probes.records))
     if config.export_dir:
-        from ..models.export import exported_models
+        from ..models.export import exported_models, latest_export
 
         exports = exported_models(config.export_dir)
-        summary.update(exports=len(exports), latest_export=exports[-1][1] if exports else None)
+        summary.update(exports=len(exports), latest_export=latest_export(config.export_dir))
     if args.save:
         save_final_model(models, model, args.save)
         summary["saved_model"] = os.path.abspath(args.save)

@@ -51,7 +51,8 @@ class SparseGradient:
 
     @property
     def dense_nbytes(self) -> int:
-        return int(np.prod(self.dense_shape)) * self.values.dtype.itemsize
+        # the table as TensAIR sends it: float32 at least, also when the rows travel as float16
+        return int(np.prod(self.dense_shape)) * np.promote_types(self.values.dtype, np.float32).itemsize
 
     def to_dense(self) -> np.ndarray:
         dense = np.zeros(self.dense_shape, dtype=np.promote_types(self.values.dtype, np.float32))

@@ -262,7 +262,7 @@ class Replica:
     def _train(self, batch: Batch, out: List[Event]) -> None:
         staleness = self._staleness()
         result = self._model_call(self.model.compute_gradients, batch)
-        if self.sparse_values != "float32":  # use the rows as the peers will decode them
+        if self.sparse_values != "float32" and self._peers:  # use the rows as the peers will decode them
             result = dataclasses.replace(result, gradients=round_sparse_values(result.gradients, np.dtype(self.sparse_values)))
         out.append(self._prediction(batch, result))
         self.local_step += 1
@@ -315,7 +315,7 @@ class Replica:
         self.messages_sent += 1
         message = dataclasses.replace(message, acks=self._acks())
         if isinstance(message, GradientMessage):
-            self.bytes_sent += _payload_nbytes(message.gradients, np.dtype(self.sparse_values).itemsize)
+            self.bytes_sent += _payload_nbytes(message.gradients, self.sparse_values)
             self.dense_bytes_sent += dense_nbytes(message.gradients)
             self._unacked[message.step] = message
         out.append(Broadcast(message))
@@ -442,10 +442,10 @@ class Replica:
         self._acked_by = {p: int(acked_by[p]) for p in self._peers}
 
 
-def _payload_nbytes(gradients: Gradients, sparse_itemsize: int) -> int:
-    """A message's tensor bytes on the wire, its sparse rows at ``sparse_itemsize`` per value."""
-    return sum(g.indices.nbytes + g.values.size * sparse_itemsize if isinstance(g, SparseGradient) else g.nbytes
-               for g in gradients.values())
+def _payload_nbytes(gradients: Gradients, sparse_values: str) -> int:
+    """A message's tensor bytes on the wire (:func:`wire.encode_message` with ``sparse_values``)."""
+    return sum(g.indices.nbytes + wire.sparse_values_on_wire(g.values, sparse_values).nbytes
+               if isinstance(g, SparseGradient) else g.nbytes for g in gradients.values())
 
 
 def _as_uint8(data: bytes) -> np.ndarray:

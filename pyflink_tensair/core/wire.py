@@ -246,6 +246,12 @@ def decode_batch(data) -> Batch:
 
 # --- peer messages ------------------------------------------------------------------------------
 
+def sparse_values_on_wire(values: np.ndarray, sparse_values: str) -> np.ndarray:
+    """The rows of a sparse gradient as :func:`encode_message` sends them: float32 rows as
+    float16 when ``sparse_values="float16"``, every other dtype as it is."""
+    return values.astype(np.float16) if sparse_values == "float16" and values.dtype == np.float32 else values
+
+
 def encode_message(message: PeerMessage, sparse_values: str = "float32") -> bytes:
     """Encodes a gradient message or a done marker. ``sparse_values="float16"``: sparse rows
     travel as half floats (half the bytes; they decode as float16, which the Keras adapter
@@ -259,8 +265,7 @@ def encode_message(message: PeerMessage, sparse_values: str = "float32") -> byte
     for name, grad in message.gradients.items():
         if isinstance(grad, SparseGradient):
             tensors[name + _SPARSE_INDICES] = grad.indices
-            values = grad.values
-            tensors[name + _SPARSE_VALUES] = values.astype(np.float16) if sparse_values == "float16" and values.dtype == np.float32 else values
+            tensors[name + _SPARSE_VALUES] = sparse_values_on_wire(grad.values, sparse_values)
             sparse[name] = list(grad.dense_shape)
         else:
             tensors[name] = grad

@@ -102,16 +102,23 @@ class ChunkedState:
         if "layout" not in manifest:
             raise wire.WireFormatError("the replica's state was written by an older pyflink_tensair (no layout in its "
                                        "manifest): start the job without this checkpoint or savepoint")
-        data = b"".join(bytes(self._state.get(_chunk_key(i))) for i in range(len(manifest["chunks"])))
+        chunks = [bytes(self._state.get(_chunk_key(i))) for i in range(len(manifest["chunks"]))]
+        data = b"".join(chunks)
         if len(data) != manifest["bytes"]:
             raise wire.WireFormatError(f"the replica's state holds {len(data)} bytes, its manifest says "
                                        f"{manifest['bytes']}: the checkpoint is damaged")
+        if any(hashlib.sha1(c).hexdigest() != d for c, d in zip(chunks, manifest["chunks"])):
+            raise wire.WireFormatError("a chunk of the replica's state does not match its digest: the checkpoint is damaged")
+        try:
+            layout = [(name, np.dtype(dtype), tuple(int(n) for n in shape)) for name, dtype, shape in manifest["layout"]]
+        except (TypeError, ValueError) as err:
+            raise wire.WireFormatError(f"the replica's state has a malformed layout ({err}): the checkpoint is damaged") from None
+        sizes = [dtype.itemsize * int(np.prod(shape, dtype=np.int64)) for _, dtype, shape in layout]
+        if sum(sizes) != len(data) or any(dtype.hasobject for _, dtype, _ in layout):
+            raise wire.WireFormatError(f"the replica's state layout describes {sum(sizes)} bytes of plain arrays, its "
+                                       f"chunks hold {len(data)}: the checkpoint is damaged")
         arrays, offset = {}, 0
-        for name, dtype, shape in manifest["layout"]:
-            dtype = np.dtype(dtype)
-            if dtype.hasobject:
-                raise wire.WireFormatError(f"the replica's state entry {name!r} has dtype {dtype}: the checkpoint is damaged")
-            size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        for (name, dtype, shape), size in zip(layout, sizes):
             arrays[name] = np.frombuffer(data, dtype, count=size // max(1, dtype.itemsize), offset=offset).reshape(shape).copy()
             offset += size
         return arrays

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional
@@ -72,6 +73,9 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._next_probe = time.time() + self._probe_every_s
         self._exporter = (ModelExporter(cfg.export_dir, cfg.export_every_s)
                           if cfg.export_every_s is not None and index == 0 else None)
+        self._export_failures = 0
+        if self._exporter is not None:
+            self._exporter.check_folder()  # a bad folder fails the job now, not minutes into training
         self._timer_registered = False
         self._flush_timer: Optional[int] = None
         self._input_ended = False
@@ -104,6 +108,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         # in Python: the trainer drained and the state handed to PyFlink; the operator's own
         # checkpoint_pause_ms adds the commit of those writes to Flink's state
         group.gauge("snapshot_ms", lambda: self._snapshot_ms)
+        group.gauge("export_failures", lambda: self._export_failures)
         group.gauge("unacked_messages", lambda: self._replica.unacked_messages if self._replica else 0)
 
     def _check_key(self, ctx) -> None:
@@ -160,6 +165,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
             self._trainer.wait_idle()
             self._replica.restore(state)
             self._input_ended = self._replica.input_ended
+            if self._exporter is not None:  # exports of the lost run, newer than the restored model
+                self._exporter.discard_after(self._replica.model_version)
             yield from self._emit(self._replica.resend())
 
     def _snapshot(self):
@@ -215,7 +222,14 @@ class ReplicaFunction(KeyedCoProcessFunction):
                 yield self._probes_tag, self._probe_record("final")  # finished: the model no longer changes
 
     def _export(self, replica: Replica) -> list:
-        self._exporter.export(replica.model.model, replica.model_version)
+        # A failed export (a full disk, a vanished folder) must not end the training it observes:
+        # it is counted (the export_failures gauge) and logged, and the next one is tried later.
+        try:
+            self._exporter.export(replica.model.model, replica.model_version)
+        except OSError as err:
+            self._export_failures += 1
+            print(f"pyflink_tensair: exporting model version {replica.model_version} to "
+                  f"{self._exporter.directory!r} failed ({err}); training goes on", file=sys.stderr, flush=True)
         return []
 
     def _probe_record(self, phase: str) -> str:

@@ -52,7 +52,8 @@ def latest_export(directory: str) -> Optional[str]:
 
 
 class ModelExporter:
-    """Writes a Keras model to ``directory`` when :meth:`due` (every ``every_s`` seconds)."""
+    """Writes a Keras model to ``directory`` when :meth:`due` (every ``every_s`` seconds, counted
+    from the end of the last export; never while one is pending)."""
 
     def __init__(self, directory: str, every_s: float, clock: Callable[[], float] = time.monotonic):
         if not isinstance(directory, str) or not directory:
@@ -63,19 +64,31 @@ class ModelExporter:
         self.every_s = float(every_s)
         self._clock = clock
         self._next = clock() + self.every_s
+        self._pending = False
         self.exports = 0
 
+    def check_folder(self) -> None:
+        """Creates the folder; a :class:`ConfigError` that says why if it cannot be written."""
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as err:
+            raise ConfigError(f"cannot create the export folder {self.directory!r} ({err.strerror}): give "
+                              "export_dir (--export-dir) a folder the TaskManagers can write") from None
+        if not os.access(self.directory, os.W_OK | os.X_OK):
+            raise ConfigError(f"the export folder {self.directory!r} is not writable: give export_dir "
+                              "(--export-dir) a folder the TaskManagers can write")
+
     def due(self) -> bool:
-        """True once per interval: the caller then exports (the next interval starts now)."""
-        now = self._clock()
-        if now < self._next:
+        """True once per interval: the caller then exports (and nothing more is due until it did)."""
+        if self._pending or self._clock() < self._next:
             return False
-        self._next = now + self.every_s
+        self._pending = True
         return True
 
     def export(self, keras_model, version: int) -> str:
         """Saves ``keras_model`` as the export of ``version`` (replacing one of the same version,
-        as a replica that retrains after a restore does); returns its path."""
+        as a replica that retrains after a restore does); returns its path. The next interval
+        starts when it is written (or failed)."""
         os.makedirs(self.directory, exist_ok=True)
         final = export_path(self.directory, version)
         partial = os.path.join(self.directory, f".{os.path.basename(final)[:-len('.keras')]}-{os.getpid()}.partial.keras")
@@ -83,7 +96,17 @@ class ModelExporter:
             keras_model.save(partial)
             os.replace(partial, final)
         finally:
+            self._pending = False
+            self._next = self._clock() + self.every_s
             if os.path.exists(partial):
                 os.remove(partial)
         self.exports += 1
         return final
+
+    def discard_after(self, version: int) -> List[str]:
+        """Removes the exports of versions after ``version`` (a run lost to a failure made them;
+        the run restored from a checkpoint at ``version`` trains them again). Returns their paths."""
+        removed = [path for v, path in exported_models(self.directory) if v > version]
+        for path in removed:
+            os.remove(path)
+        return removed
