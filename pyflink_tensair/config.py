@@ -18,6 +18,9 @@ from typing import Optional
 from .errors import ConfigError
 
 
+
+SPARSE_VALUES = ("float32", "float16")  # how embedding rows may travel in gradient messages
+
 class Mode(str, enum.Enum):
     """What a replica does with a mini-batch.
 
@@ -219,7 +222,7 @@ class TrainConfig:
             raise ConfigError(f"checkpoint_dir must be a non-empty path or URI, or None. "
                               f"Received: checkpoint_dir={self.checkpoint_dir!r}")
         _require_int("restart_attempts", self.restart_attempts, 0)
-        if self.sparse_values not in ("float32", "float16"):
+        if self.sparse_values not in SPARSE_VALUES:
             raise ConfigError(f"sparse_values must be 'float32' or 'float16'. Received: sparse_values={self.sparse_values!r}")
         if self.export_every_s is not None and (
             isinstance(self.export_every_s, bool) or not isinstance(self.export_every_s, (int, float))

@@ -10,8 +10,8 @@ from pyflink_tensair.errors import WireFormatError
 from pyflink_tensair.flink.checkpointing import ChunkedState
 
 
-class FakeMapState(dict):
-    """What ChunkedState needs of a PyFlink MapState, with a log of the writes."""
+class FakeStore(dict):
+    """What ChunkedState needs of its store (ValueStates in a job), with a log of the writes."""
 
     def __init__(self):
         super().__init__()
@@ -29,7 +29,7 @@ class FakeMapState(dict):
 
 
 def test_only_changed_chunks_are_written_again_and_extra_ones_removed():
-    store = FakeMapState()
+    store = FakeStore()
     state = ChunkedState(store, chunk_bytes=1024)
     arrays = {"a": np.zeros(1024, np.float32), "b": np.arange(4, dtype=np.int64)}
     written = state.write(arrays)
@@ -52,7 +52,7 @@ def test_only_changed_chunks_are_written_again_and_extra_ones_removed():
 
 
 def test_every_shape_and_dtype_comes_back_as_written():
-    state = ChunkedState(FakeMapState(), chunk_bytes=64)
+    state = ChunkedState(FakeStore(), chunk_bytes=64)
     arrays = {"step": np.array(7, np.int64), "w": np.arange(6, dtype=np.float16).reshape(2, 3),
               "empty": np.zeros((0, 4), np.float32), "flags": np.array([True, False])}
     state.write(arrays)
@@ -66,7 +66,7 @@ def test_every_shape_and_dtype_comes_back_as_written():
 def test_a_state_with_a_wrong_digest_or_layout_or_an_old_manifest_is_refused():
     import json
 
-    store = FakeMapState()
+    store = FakeStore()
     state = ChunkedState(store, chunk_bytes=64)
     state.write({"w": np.arange(100, dtype=np.float32)})
     good = dict(store)
@@ -84,13 +84,13 @@ def test_a_state_with_a_wrong_digest_or_layout_or_an_old_manifest_is_refused():
 
 
 def test_a_damaged_state_is_refused():
-    store = FakeMapState()
+    store = FakeStore()
     state = ChunkedState(store, chunk_bytes=64)
     state.write({"w": np.arange(100, dtype=np.float32)})
     store["chunk/000001"] = store["chunk/000001"][:10]
     with pytest.raises(WireFormatError, match="damaged"):
         state.read()
-    assert ChunkedState(FakeMapState()).read() is None
+    assert ChunkedState(FakeStore()).read() is None
 
 
 def _args(argv):

@@ -26,6 +26,8 @@ SYSTEMS = list(OURS) + list(FLINKML) + ["single", "limit"]
 
 
 def parse_args(argv):
+    from pyflink_tensair.config import SPARSE_VALUES
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--system", choices=SYSTEMS, required=True)
     parser.add_argument("--workload", choices=["dense", "sparse"], required=True)
@@ -45,7 +47,7 @@ def parse_args(argv):
     parser.add_argument("--checkpoint-interval", type=float, default=0.0,
                         help="our systems: TrainConfig.checkpoint_interval_s (0: no checkpoints)")
     parser.add_argument("--checkpoint-dir", help="TrainConfig.checkpoint_dir (default: <outdir>/checkpoints)")
-    parser.add_argument("--sparse-values", choices=["float32", "float16"], default="float32", help="TrainConfig.sparse_values")
+    parser.add_argument("--sparse-values", choices=SPARSE_VALUES, default="float32", help="TrainConfig.sparse_values")
     parser.add_argument("--state-backend", choices=["hashmap", "rocksdb"], default="hashmap", help="TrainConfig.state_backend")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a Flink setting for the job's environment (repeatable), e.g. python.fn-execution.memory.managed=false")

@@ -24,7 +24,7 @@ import os
 import time
 from typing import Callable, Optional
 
-from ..config import LatencySettings, TrainConfig, TrainerMode, WorkerMode
+from ..config import SPARSE_VALUES, LatencySettings, TrainConfig, TrainerMode, WorkerMode
 from ..errors import ConfigError
 
 
@@ -140,7 +140,7 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
     parser.add_argument("--state-backend", choices=["hashmap", "rocksdb"], default="hashmap",
                         help="where Flink keeps the state between checkpoints: JVM heap (default) or RocksDB on disk")
     parser.add_argument("--checkpoint-dir", metavar="DIR", help="where checkpoints go (default: <outdir>/checkpoints)")
-    parser.add_argument("--sparse-values", choices=["float32", "float16"], default="float32",
+    parser.add_argument("--sparse-values", choices=SPARSE_VALUES, default="float32",
                         help="how embedding rows travel in gradient messages; float16 halves them (default: float32)")
     parser.add_argument("--export-every", metavar="SECONDS", type=greater_than(0, "export_every"),
                         help="write replica 0's current model every SECONDS as <export-dir>/model-v<version>.keras "

@@ -31,6 +31,7 @@ from typing import Dict, Mapping, Tuple
 
 import numpy as np
 
+from ..config import SPARSE_VALUES
 from ..errors import WireFormatError
 from .messages import Batch, DoneMessage, GradientMessage, PeerMessage, SparseGradient
 
@@ -256,7 +257,7 @@ def encode_message(message: PeerMessage, sparse_values: str = "float32") -> byte
     """Encodes a gradient message or a done marker. ``sparse_values="float16"``: sparse rows
     travel as half floats (half the bytes; they decode as float16, which the Keras adapter
     widens inside TensorFlow and sums widen to float32)."""
-    if sparse_values not in ("float32", "float16"):
+    if sparse_values not in SPARSE_VALUES:
         raise WireFormatError(f"sparse_values must be 'float32' or 'float16'. Received: {sparse_values!r}")
     if isinstance(message, DoneMessage):
         return encode_record(KIND_DONE, {"sender": message.sender, "final_step": message.final_step,

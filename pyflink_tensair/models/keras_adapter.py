@@ -33,6 +33,7 @@ import tensorflow as tf  # noqa: E402
 
 from ..core.messages import Batch, Gradients, SparseGradient  # noqa: E402
 from ..core.model_api import StepResult  # noqa: E402
+from ..config import SPARSE_VALUES  # noqa: E402
 from ..errors import ModelError  # noqa: E402
 
 ModelArgument = Union[Callable[[], "keras.Model"], str, os.PathLike]
@@ -119,7 +120,7 @@ class KerasModelAdapter:
     def __init__(self, model: "keras.Model", *, accuracy: Optional[str] = "auto", sparse_values: str = "float32"):
         if accuracy not in ("auto", None):
             raise ModelError(f"accuracy must be 'auto' or None. Received: accuracy={accuracy!r}")
-        if sparse_values not in ("float32", "float16"):
+        if sparse_values not in SPARSE_VALUES:
             raise ModelError(f"sparse_values must be 'float32' or 'float16'. Received: sparse_values={sparse_values!r}")
         # TrainConfig.sparse_values: embedding rows leave the compiled step already as half floats
         # (a cast in TensorFlow; NumPy's float16 conversions cost tens of ms per word2vec message)
