@@ -35,6 +35,7 @@ CANDIDATES: Dict[str, List[str]] = {
     "uint8": ["--pixels", "uint8"],  # the dense workload's default since 2026-12-01
     "float32": ["--pixels", "float32"],
     "float16": ["--sparse-values", "float16"],  # sparse rows as half floats in gradient messages
+    "embedded": ["--replica-execution", "thread"],  # the replicas inside the TaskManager's JVM (PEMJA)
 }
 
 

@@ -57,6 +57,22 @@ class TrainerMode(str, enum.Enum):
     INLINE = "inline"
 
 
+class ReplicaExecution(str, enum.Enum):
+    """Where a replica's Python function runs (PyFlink's ``python.execution-mode``, for the
+    replicas only: the rest of the job keeps its own).
+
+    ``PROCESS``: in a Python worker process; every batch and peer message crosses into it as a
+    Beam bundle through gRPC (PyFlink's default).
+    ``THREAD``: inside the TaskManager's JVM, through PEMJA: Flink's task thread calls the
+    function directly, nothing is copied through gRPC. All the replicas of one TaskManager share
+    its one interpreter (and its GIL: TensorFlow releases it inside its ops), and the interpreter
+    must find the job's packages (see :func:`~pyflink_tensair.flink.checkpointing.replica_operator`).
+    """
+
+    PROCESS = "process"
+    THREAD = "thread"
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -134,6 +150,8 @@ class TrainConfig:
         latency: :class:`LatencySettings` applied to the job, or ``None`` to keep the job's own.
         workers: :class:`WorkerMode` for a local mini-cluster.
         trainer: :class:`TrainerMode`, which thread trains inside the replica's function.
+        replica_execution: :class:`ReplicaExecution`, whether the replicas run in Python worker
+            processes (the default) or inside the TaskManagers' JVMs.
         checkpoint_interval_s: seconds between Flink checkpoints, each holding every replica's
             state (weights, optimizer slots, counters, held batches, unacknowledged messages);
             ``None`` leaves the job's own checkpointing settings alone.
@@ -173,6 +191,7 @@ class TrainConfig:
     latency: Optional[LatencySettings] = field(default_factory=LatencySettings)
     workers: WorkerMode = WorkerMode.PROCESS
     trainer: TrainerMode = TrainerMode.THREAD
+    replica_execution: ReplicaExecution = ReplicaExecution.PROCESS
     checkpoint_interval_s: Optional[float] = None
     state_backend: str = "hashmap"
     checkpoint_dir: Optional[str] = None
@@ -201,7 +220,8 @@ class TrainConfig:
         _require_int("seed", self.seed, 0)
         if self.tf_intra_op_threads is not None:
             _require_int("tf_intra_op_threads", self.tf_intra_op_threads, 1)
-        for name, enum_type in (("mode", Mode), ("workers", WorkerMode), ("trainer", TrainerMode)):
+        for name, enum_type in (("mode", Mode), ("workers", WorkerMode), ("trainer", TrainerMode),
+                                ("replica_execution", ReplicaExecution)):
             value = getattr(self, name)
             try:
                 object.__setattr__(self, name, enum_type(value))

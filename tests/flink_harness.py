@@ -56,6 +56,11 @@ def worker_pid(_):
     return os.getpid()
 
 
+def process_executable(_model):
+    """A probe: the process the replica runs in, and its executable."""
+    return {"pid": os.getpid(), "executable": os.readlink(f"/proc/{os.getpid()}/exe")}
+
+
 def _record(index):
     rng = np.random.default_rng(index)
     return rng.normal(size=FEATURES).tolist(), int(rng.integers(0, CLASSES))

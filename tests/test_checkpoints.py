@@ -44,10 +44,12 @@ class _Deal:
         return {r: list(range(r, BATCHES, 2)) for r in range(2)}
 
 
-@pytest.mark.parametrize("staleness,failures", [(0, 1), (None, 1), (None, 2)])
-def test_a_failed_job_restarts_from_its_checkpoint_and_trains_every_batch_once(tmp_path, staleness, failures):
-    """``failures=2``: the second failure hits the restarted job at its first batch, while it recovers."""
-    config = TrainConfig(replicas=2, staleness_bound=staleness, checkpoint_interval_s=0.3,
+@pytest.mark.parametrize("staleness,failures,execution", [(0, 1, "process"), (None, 1, "process"), (None, 2, "process"),
+                                                          (0, 1, "thread")])
+def test_a_failed_job_restarts_from_its_checkpoint_and_trains_every_batch_once(tmp_path, staleness, failures, execution):
+    """``failures=2``: the second failure hits the restarted job at its first batch, while it recovers.
+    ``execution="thread"``: the replicas' state goes through the embedded operator's Java state."""
+    config = TrainConfig(replicas=2, staleness_bound=staleness, checkpoint_interval_s=0.3, replica_execution=execution,
                          checkpoint_dir=str(tmp_path / "checkpoints"), name="ckpt")
     result = run(tmp_path, config, functools.partial(fail_once, at=FAIL_AT, marker_dir=str(tmp_path),
                                                      checkpoint_dir=config.checkpoint_dir, times=failures))

@@ -1,6 +1,6 @@
 import pytest
 
-from pyflink_tensair import ConfigError, LatencySettings, Mode, TrainConfig, WorkerMode
+from pyflink_tensair import ConfigError, LatencySettings, Mode, ReplicaExecution, TrainConfig, WorkerMode
 
 
 def test_defaults_are_valid_and_frozen():
@@ -20,6 +20,8 @@ def test_defaults_are_valid_and_frozen():
     ({"buffer_capacity": 0}, "buffer_capacity must be an int >= 1. Received: buffer_capacity=0"),
     ({"mode": "learn"}, "mode must be one of 'train', 'serve'. Received: mode='learn'"),
     ({"workers": "thread"}, "workers must be one of 'process', 'loopback'. Received: workers='thread'"),
+    ({"replica_execution": "embedded"},
+     "replica_execution must be one of 'process', 'thread'. Received: replica_execution='embedded'"),
     ({"latency": {"bundle_size": 1}}, "latency must be a LatencySettings or None"),
     ({"name": "my job"}, "name must be a non-empty string"),
     ({"tf_intra_op_threads": 0}, "tf_intra_op_threads must be an int >= 1. Received: tf_intra_op_threads=0"),
@@ -41,8 +43,9 @@ def test_errors_name_field_rule_and_value(fields, message):
 
 
 def test_enums_accept_their_values():
-    config = TrainConfig(mode="serve", workers="loopback")
+    config = TrainConfig(mode="serve", workers="loopback", replica_execution="thread")
     assert config.mode is Mode.SERVE and config.workers is WorkerMode.LOOPBACK
+    assert config.replica_execution is ReplicaExecution.THREAD and TrainConfig().replica_execution is ReplicaExecution.PROCESS
 
 
 def test_latency_settings_map_to_flink_options():

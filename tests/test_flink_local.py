@@ -13,10 +13,12 @@ from flink_harness import done_marker_after_three, garbage_after_three, run_trai
 pytestmark = pytest.mark.flink
 
 
-@pytest.mark.parametrize("workers,trainer", [("loopback", "thread"), ("process", "thread"), ("process", "inline")])
+@pytest.mark.parametrize("workers,trainer,execution", [("loopback", "thread", "process"), ("process", "thread", "process"),
+                                                      ("process", "inline", "process"), ("process", "thread", "thread")])
 class TestTrainingModes:
-    def test_synchronous_replicas_stay_identical_and_match_sequential_sgd(self, tmp_path, workers, trainer):
-        config = TrainConfig(replicas=2, staleness_bound=0, workers=workers, trainer=trainer, name="sync")
+    def test_synchronous_replicas_stay_identical_and_match_sequential_sgd(self, tmp_path, workers, trainer, execution):
+        config = TrainConfig(replicas=2, staleness_bound=0, workers=workers, trainer=trainer,
+                             replica_execution=execution, name="sync")
         result = run_training(tmp_path, 12, config)
         assert sorted(p["batch_id"] for p in result.predictions) == list(range(12))
         assert sorted(result.models) == [0, 1]
@@ -27,8 +29,9 @@ class TestTrainingModes:
             np.testing.assert_allclose(result.models[0].weights[name], value, atol=1e-6)
         assert {m.model_version for m in result.models.values()} == {6}
 
-    def test_dasgd_replicas_train_every_batch_and_apply_every_peer_message(self, tmp_path, workers, trainer):
-        config = TrainConfig(replicas=2, staleness_bound=None, workers=workers, trainer=trainer, name="dasgd")
+    def test_dasgd_replicas_train_every_batch_and_apply_every_peer_message(self, tmp_path, workers, trainer, execution):
+        config = TrainConfig(replicas=2, staleness_bound=None, workers=workers, trainer=trainer,
+                             replica_execution=execution, name="dasgd")
         result = run_training(tmp_path, 12, config)
         assert sorted(p["batch_id"] for p in result.predictions) == list(range(12))
         finals = {m.replica: m for m in result.metrics if m.phase == "final"}
@@ -38,6 +41,31 @@ class TestTrainingModes:
             assert final.model_version == final.local_step + peer.messages_sent - 1  # minus the done marker
             assert result.models[r].model_version == final.model_version
         assert sum(f.local_step for f in finals.values()) == 12
+
+
+@pytest.mark.parametrize("execution", ["process", "thread"])
+def test_replica_execution_decides_whether_replicas_run_in_a_python_worker_or_in_the_jvm(tmp_path, execution):
+    """The probe runs inside replica 0: its process is a Java one only in thread mode."""
+    import json
+    import os
+
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from pyflink_tensair import train
+    from pyflink_tensair.flink.sinks import write_json_lines
+
+    from flink_harness import MODEL, numbered_batches, process_executable
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    out = train(numbered_batches(env, 4), model=MODEL, probe=process_executable,
+                config=TrainConfig(replicas=2, staleness_bound=0, replica_execution=execution, name="where"))
+    write_json_lines(out.probes, str(tmp_path), "probes", name="where")
+    env.execute("where replicas run")
+    probes = [json.loads(line) for path in tmp_path.glob("probes-*.jsonl") for line in open(path)]
+    assert probes and all("error" not in p for p in probes), probes
+    executables = {p["result"]["executable"] for p in probes}
+    assert len(executables) == 1 and {p["result"]["pid"] for p in probes} != {os.getpid()}
+    assert os.path.basename(executables.pop()).startswith("java") == (execution == "thread")
 
 
 def test_replica_r_runs_on_subtask_r_with_round_robin_batches(tmp_path):

@@ -40,6 +40,8 @@ def parse_args(argv):
     parser.add_argument("--tf-threads", type=int, default=1)
     parser.add_argument("--trainer", choices=["thread", "inline"], default="thread",
                         help="TrainConfig.trainer of our systems")
+    parser.add_argument("--replica-execution", choices=["process", "thread"], default="process",
+                        help="TrainConfig.replica_execution of our systems")
     parser.add_argument("--outdir", required=True)
     parser.add_argument("--barrier", metavar="DIR", help="--system limit: start the loop once --processes "
                                                         "processes have written a file into DIR (so they overlap)")
@@ -117,6 +119,7 @@ def main(argv=None):
     staleness = {"bounded": args.staleness_bound, "sync": 0}.get(args.system)  # dasgd and the baselines: None
     config = TrainConfig(replicas=args.replicas, staleness_bound=staleness, tf_intra_op_threads=args.tf_threads,
                          buffer_capacity=held, trainer=args.trainer, name="bench",
+                         replica_execution=args.replica_execution,
                          checkpoint_interval_s=args.checkpoint_interval or None, state_backend=args.state_backend,
                          sparse_values=args.sparse_values,
                          checkpoint_dir=(args.checkpoint_dir or os.path.join(os.path.abspath(args.outdir), "checkpoints"))

@@ -24,7 +24,7 @@ import os
 import time
 from typing import Callable, Optional
 
-from ..config import SPARSE_VALUES, LatencySettings, TrainConfig, TrainerMode, WorkerMode
+from ..config import SPARSE_VALUES, LatencySettings, ReplicaExecution, TrainConfig, TrainerMode, WorkerMode
 from ..errors import ConfigError
 
 
@@ -127,6 +127,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
                         help="Python workers of a local mini-cluster: separate processes (default) or loopback")
     parser.add_argument("--trainer", choices=[m.value for m in TrainerMode], default=TrainerMode.THREAD.value,
                         help="which thread trains a replica: its own trainer thread (default) or Flink's callback itself")
+    parser.add_argument("--replica-execution", choices=[m.value for m in ReplicaExecution],
+                        default=ReplicaExecution.PROCESS.value,
+                        help="where the replicas' Python runs: Python worker processes (default) or inside the "
+                             "TaskManagers' JVMs (thread: no crossing through gRPC; one interpreter per TaskManager)")
     parser.add_argument("--tf-threads", type=config_value("tf_intra_op_threads"), default=1,
                         help="TensorFlow intra-op threads per replica (default: 1)")
     parser.add_argument("--buffer-capacity", type=config_value("buffer_capacity"), default=None,
@@ -178,7 +182,8 @@ def config_from_args(args, **overrides) -> TrainConfig:
     latency = LatencySettings(bundle_size=args.bundle_size, bundle_time_ms=args.bundle_time_ms,
                               buffer_timeout_ms=args.buffer_timeout_ms)
     fields = dict(replicas=args.replicas, staleness_bound=args.staleness_bound, broadcast_every=args.broadcast_every,
-                  seed=args.seed, sparse_values=args.sparse_values, workers=args.workers, trainer=args.trainer, tf_intra_op_threads=args.tf_threads, latency=latency)
+                  seed=args.seed, sparse_values=args.sparse_values, workers=args.workers, trainer=args.trainer,
+                  replica_execution=args.replica_execution, tf_intra_op_threads=args.tf_threads, latency=latency)
     if args.buffer_capacity is not None:
         fields["buffer_capacity"] = args.buffer_capacity
     if args.checkpoint_interval > 0:

@@ -2,7 +2,8 @@
 
 A Python function has no snapshot hook, so the replicas run in :class:`ReplicaOperator`
 (``java/pyflinktensair/checkpoint``), PyFlink's keyed co-process operator with two injected
-records for the subtask's own key: ``KIND_SNAPSHOT`` just before each checkpoint barrier, and
+records for the subtask's own key (:class:`EmbeddedReplicaOperator` is the same in thread
+mode): ``KIND_SNAPSHOT`` just before each checkpoint barrier, and
 ``KIND_OPEN`` when the Python worker is up. On the first, the function lets its trainer finish,
 emits what it made and writes :meth:`~pyflink_tensair.core.replica.Replica.snapshot` into keyed
 state; on the second it restores that state, if any, and re-sends what peers may have lost.
@@ -25,6 +26,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from ..config import ReplicaExecution
 from ..core import wire
 
 CHUNK_BYTES = 1024 * 1024
@@ -138,7 +140,7 @@ class ValueStates:
             from pyflink.datastream.state import ValueStateDescriptor
 
             descriptor = ValueStateDescriptor(f"tensair-replica/{name}", Types.PRIMITIVE_ARRAY(Types.BYTE()))
-            self._states[name] = self._context.get_state(descriptor)
+            self._states[name] = _bytes_state(self._context.get_state(descriptor))
         return self._states[name]
 
     def get(self, name: str):
@@ -154,9 +156,27 @@ class ValueStates:
         return self._state(name).value() is not None
 
 
-def replica_operator(connected, function, output_type, keys):
+def _bytes_state(state):
+    """``state`` itself in process mode; in thread mode the Java ``ValueState`` behind it, which
+    takes and gives ``bytes`` as they are: PyFlink 2.3's embedded state converts a byte array
+    through its array converter (a tuple of ints each way) and fails on an empty state."""
+    java_state = getattr(state, "_state", None)
+    if type(state).__module__.startswith("pyflink.fn_execution.datastream.embedded") and java_state is not None:
+        return java_state
+    return state
+
+
+def replica_operator(connected, function, output_type, keys, execution=ReplicaExecution.PROCESS):
     """``connected.process(function, output_type)`` for the keyed ``connected`` streams, with the
-    replicas' :class:`ReplicaOperator` in place of PyFlink's own operator (process mode only)."""
+    replicas' own operator in place of PyFlink's: :class:`ReplicaOperator` (process mode) or
+    :class:`EmbeddedReplicaOperator` (``execution`` thread: inside the TaskManager's JVM).
+
+    A thread-mode operator carries its own copy of the job's configuration, with
+    ``python.execution-mode: thread`` (PyFlink's merge at submission keeps an operator's own keys),
+    and the job's ``python.pythonpath`` gains this interpreter's import paths: PEMJA's interpreter
+    starts from the base Python of ``python.executable``, without a virtual environment's packages
+    (it fails on ``import pemja`` without them). On a cluster the TaskManagers need the same paths.
+    """
     from pyflink.datastream import DataStream
     from pyflink.datastream.data_stream import _create_j_data_stream_python_function_info
     from pyflink.fn_execution.flink_fn_execution_pb2 import UserDefinedDataStreamFunction
@@ -171,12 +191,42 @@ def replica_operator(connected, function, output_type, keys):
     add_channel_jar(j_first.getExecutionEnvironment())
     info = _create_j_data_stream_python_function_info(function, UserDefinedDataStreamFunction.KEYED_CO_PROCESS)
     j_output_type = output_type.get_java_type_info()
-    operator = gateway.jvm.pyflinktensair.checkpoint.ReplicaOperator(
-        get_j_env_configuration(j_first.getExecutionEnvironment()), info,
+    j_config = get_j_env_configuration(j_first.getExecutionEnvironment())
+    operators = gateway.jvm.pyflinktensair.checkpoint
+    if ReplicaExecution(execution) is ReplicaExecution.THREAD:
+        # Job-wide too: the Python operators of a job share one Python environment per TaskManager,
+        # made by whichever opens first (a process-mode map behind the replicas, say), and the
+        # embedded interpreter takes its PYTHONPATH from that one.
+        paths = j_config.getString("python.pythonpath", "").split(os.pathsep) + embedded_python_path().split(os.pathsep)
+        j_config.setString("python.pythonpath", os.pathsep.join(dict.fromkeys(p for p in paths if p)))
+        j_config = gateway.jvm.org.apache.flink.configuration.Configuration(j_config)
+        j_config.setString("python.execution-mode", "thread")
+        operator_class = operators.EmbeddedReplicaOperator
+    else:
+        operator_class = operators.ReplicaOperator
+    operator = operator_class(
+        j_config, info,
         j_first.getTransformation().getOutputType(), connected.stream2._j_data_stream.getTransformation().getOutputType(),
         j_output_type, _java_keys(keys), wire.encode_marker(wire.KIND_SNAPSHOT), wire.encode_marker(wire.KIND_OPEN))
     j_connected = j_first.connect(connected.stream2._j_data_stream)
     return DataStream(j_connected.transform("Keyed Co-Process", j_output_type, operator))
+
+
+def embedded_python_path() -> str:
+    """This interpreter's import paths (folders that exist), for an embedded interpreter that
+    must import what this one does: the virtual environment's site-packages, editable installs.
+
+    Example::
+
+        >>> import os, site
+        >>> all(p in embedded_python_path().split(os.pathsep) for p in site.getsitepackages() if os.path.isdir(p))
+        True
+    """
+    import site
+    import sys
+
+    paths = [os.path.abspath(p) for p in [*sys.path, *site.getsitepackages()] if p and os.path.isdir(p)]
+    return os.pathsep.join(dict.fromkeys(paths))
 
 
 def configure(env, config) -> None:

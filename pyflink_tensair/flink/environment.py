@@ -48,9 +48,11 @@ def prepare_environment(env, config: TrainConfig) -> None:
     conf = env_configuration(env)
     if conf.get_string("python.execution-mode", "process") == "thread":
         raise ConfigError(
-            "python.execution-mode must be 'process' for jobs that hold Keras models (TensorFlow "
-            "deadlocks in thread mode). Received: python.execution-mode='thread'")
-    conf.set_string("python.execution-mode", "process")
+            "python.execution-mode must be 'process' for the job (it would put every Python "
+            "operator into the TaskManagers' JVMs); to run only the replicas there, set "
+            "TrainConfig(replica_execution='thread'). Received: python.execution-mode='thread'")
+    # not set to 'process' here (its default): at submission PyFlink gives every Python operator
+    # the job's settings, and a set key would override a thread-mode replica operator's own
     local = is_local(env)
     use_this_interpreter(env)
     if config.latency is not None:

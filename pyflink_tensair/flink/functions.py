@@ -15,7 +15,7 @@ from typing import Callable, List, Optional
 
 from pyflink.datastream import KeyedCoProcessFunction, RuntimeContext
 
-from ..config import TrainConfig, TrainerMode
+from ..config import ReplicaExecution, TrainConfig, TrainerMode
 from ..core import wire
 from ..core.events import Broadcast, FinalModel, Metrics, Prediction
 from ..core.replica import Replica
@@ -25,6 +25,15 @@ from . import types
 from .checkpointing import ChunkedState, ValueStates
 
 END_OF_TIME = 2 ** 63 - 1  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
+
+
+def subtask_index(runtime_context) -> int:
+    """``runtime_context.get_index_of_this_subtask()``, also in thread mode: PyFlink 2.3's embedded
+    context calls the Java ``getIndexOfThisSubtask()``, which Flink 2.0 moved to ``getTaskInfo()``."""
+    try:
+        return runtime_context.get_index_of_this_subtask()
+    except AttributeError:  # 'pemja.PyJObject' object has no attribute 'getIndexOfThisSubtask'
+        return int(runtime_context._runtime_context.getTaskInfo().getIndexOfThisSubtask())
 
 
 @dataclass(frozen=True)
@@ -60,8 +69,11 @@ class ReplicaFunction(KeyedCoProcessFunction):
         from ..models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads, load_model
 
         cfg = self._config
-        index = runtime_context.get_index_of_this_subtask()
-        configure_tensorflow_threads(cfg.tf_intra_op_threads)
+        index = subtask_index(runtime_context)
+        # in thread mode the replicas of a TaskManager share one TensorFlow: one inter-op
+        # thread for each, or their steps run one after the other
+        configure_tensorflow_threads(cfg.tf_intra_op_threads, cfg.replicas
+                                     if cfg.replica_execution is ReplicaExecution.THREAD else None)
         model = KerasModelAdapter(load_model(self._model, seed=cfg.seed), sparse_values=cfg.sparse_values)
         self._replica = Replica.from_config(index, model, cfg)
         self._trainer = (TrainerThread(self._replica) if cfg.trainer is TrainerMode.THREAD

@@ -99,13 +99,15 @@ def _private_python_random(seed: int):
         module.python_random = original
 
 
-def configure_tensorflow_threads(intra_op: Optional[int]) -> None:
-    """Sets TensorFlow's thread budget; must run before the process's first TensorFlow op."""
+def configure_tensorflow_threads(intra_op: Optional[int], inter_op: Optional[int] = None) -> None:
+    """Sets TensorFlow's thread budget; must run before the process's first TensorFlow op.
+    ``inter_op``: threads running independent ops (default: ``intra_op``); models that train at
+    once in one process need one each."""
     if intra_op is None:
         return
     try:
         tf.config.threading.set_intra_op_parallelism_threads(intra_op)
-        tf.config.threading.set_inter_op_parallelism_threads(max(1, intra_op))
+        tf.config.threading.set_inter_op_parallelism_threads(max(1, intra_op, inter_op or 0))
     except RuntimeError:
         pass  # TensorFlow already initialised in this process (loopback mode): keep its budget
 

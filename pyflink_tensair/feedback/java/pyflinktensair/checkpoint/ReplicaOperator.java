@@ -2,7 +2,6 @@ package pyflinktensair.checkpoint;
 
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.configuration.Configuration;
-import org.apache.flink.metrics.Gauge;
 import org.apache.flink.streaming.api.functions.python.DataStreamPythonFunctionInfo;
 import org.apache.flink.streaming.api.operators.python.process.AbstractExternalDataStreamPythonFunctionOperator;
 import org.apache.flink.streaming.api.operators.python.process.ExternalPythonKeyedCoProcessOperator;
@@ -24,10 +23,7 @@ public class ReplicaOperator<OUT> extends ExternalPythonKeyedCoProcessOperator<O
 
     private static final long serialVersionUID = 1L;
 
-    private final int[] keys;
-    private final byte[] snapshotMarker;
-    private final byte[] openMarker;
-    private transient volatile long lastPauseMs;
+    private final ReplicaHooks hooks;
 
     public ReplicaOperator(
             Configuration config,
@@ -39,30 +35,26 @@ public class ReplicaOperator<OUT> extends ExternalPythonKeyedCoProcessOperator<O
             byte[] snapshotMarker,
             byte[] openMarker) {
         super(config, pythonFunctionInfo, inputTypeInfo1, inputTypeInfo2, outputTypeInfo);
-        this.keys = keys.clone();
-        this.snapshotMarker = snapshotMarker.clone();
-        this.openMarker = openMarker.clone();
+        this.hooks = new ReplicaHooks(keys, snapshotMarker, openMarker);
     }
 
     @Override
     public void open() throws Exception {
         super.open();
-        // how long the replica stood still for the last checkpoint: its state written and committed
-        getMetricGroup().addGroup("tensair").gauge("checkpoint_pause_ms", (Gauge<Long>) () -> lastPauseMs);
-        inject(openMarker);
+        hooks.registerGauge(getMetricGroup());
+        inject(hooks.openMarker);
     }
 
     @Override
     public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
         long began = System.nanoTime();
-        inject(snapshotMarker);
+        inject(hooks.snapshotMarker);
         super.prepareSnapshotPreBarrier(checkpointId); // finishes the bundle: the state writes land
-        lastPauseMs = (System.nanoTime() - began) / 1_000_000;
+        hooks.pauseEnded(began);
     }
 
     private void inject(byte[] marker) throws Exception {
-        int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
-        StreamRecord<Row> record = new StreamRecord<>(Row.of(keys[subtask], marker));
+        StreamRecord<Row> record = hooks.marker(getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), marker);
         setKeyContextElement1(record);
         processElement1(record);
     }
@@ -71,6 +63,6 @@ public class ReplicaOperator<OUT> extends ExternalPythonKeyedCoProcessOperator<O
     public <T> AbstractExternalDataStreamPythonFunctionOperator<T> copy(
             DataStreamPythonFunctionInfo pythonFunctionInfo, TypeInformation<T> outputTypeInfo) {
         return new ReplicaOperator<>(config, pythonFunctionInfo, getLeftInputType(), getRightInputType(),
-                outputTypeInfo, keys, snapshotMarker, openMarker);
+                outputTypeInfo, hooks.keys, hooks.snapshotMarker, hooks.openMarker);
     }
 }

@@ -1,0 +1,73 @@
+package pyflinktensair.checkpoint;
+
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.streaming.api.functions.python.DataStreamPythonFunctionInfo;
+import org.apache.flink.streaming.api.operators.python.embedded.AbstractEmbeddedDataStreamPythonFunctionOperator;
+import org.apache.flink.streaming.api.operators.python.embedded.EmbeddedPythonKeyedCoProcessOperator;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.types.Row;
+
+/**
+ * {@link ReplicaOperator}'s hooks on PyFlink's keyed co-process operator in thread mode: the
+ * replica's Python function runs in the TaskManager's JVM through PEMJA, called directly by the
+ * task thread, so no record crosses a Beam bundle. Its configuration must name
+ * {@code python.execution-mode: thread}; the rest of the job may stay in process mode.
+ *
+ * <p>A call into Python returns once the function has run and its state writes are done, so the
+ * "snapshot now" record needs no bundle to finish before the barrier.
+ */
+public class EmbeddedReplicaOperator<K> extends EmbeddedPythonKeyedCoProcessOperator<K, Row, Row, Object> {
+
+    private static final long serialVersionUID = 1L;
+
+    private final ReplicaHooks hooks;
+    private final TypeInformation<Row> firstInputType;
+    private final TypeInformation<Row> secondInputType;
+
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    public EmbeddedReplicaOperator(
+            Configuration config,
+            DataStreamPythonFunctionInfo pythonFunctionInfo,
+            TypeInformation<Row> inputTypeInfo1,
+            TypeInformation<Row> inputTypeInfo2,
+            TypeInformation outputTypeInfo,
+            int[] keys,
+            byte[] snapshotMarker,
+            byte[] openMarker) {
+        super(config, pythonFunctionInfo, inputTypeInfo1, inputTypeInfo2, outputTypeInfo);
+        this.hooks = new ReplicaHooks(keys, snapshotMarker, openMarker);
+        this.firstInputType = inputTypeInfo1;
+        this.secondInputType = inputTypeInfo2;
+    }
+
+    @Override
+    public void open() throws Exception {
+        super.open();
+        hooks.registerGauge(getMetricGroup());
+        inject(hooks.openMarker);
+    }
+
+    @Override
+    public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
+        long began = System.nanoTime();
+        inject(hooks.snapshotMarker);
+        super.prepareSnapshotPreBarrier(checkpointId);
+        hooks.pauseEnded(began);
+    }
+
+    private void inject(byte[] marker) throws Exception {
+        StreamRecord<Row> record = hooks.marker(getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), marker);
+        setKeyContextElement1(record);
+        processElement1(record);
+    }
+
+    @Override
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    public <T> AbstractEmbeddedDataStreamPythonFunctionOperator<T> copy(
+            DataStreamPythonFunctionInfo pythonFunctionInfo, TypeInformation<T> outputTypeInfo) {
+        return (AbstractEmbeddedDataStreamPythonFunctionOperator) new EmbeddedReplicaOperator<K>(
+                config, pythonFunctionInfo, firstInputType, secondInputType, outputTypeInfo,
+                hooks.keys, hooks.snapshotMarker, hooks.openMarker);
+    }
+}
