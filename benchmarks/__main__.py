@@ -28,6 +28,9 @@ def main(argv=None) -> int:
     p_run.add_argument("--replicas", help="comma-separated replica counts, e.g. 1,2")
     p_run.add_argument("--modes", help="comma-separated: local,cluster")
     p_run.add_argument("--seconds", type=float, help="arrival seconds per probe")
+    p_run.add_argument("--replica-execution", choices=["process", "thread"],
+                       help="where every system's training operators run (TrainConfig.replica_execution)")
+    p_run.add_argument("--bisections", type=int, help="bisection steps after the doubling (each halves the bracket)")
     p_run.add_argument("--results", default=DEFAULT_RESULTS, help=f"JSON lines to append to (default: {DEFAULT_RESULTS})")
     p_report = sub.add_parser("report", help="write docs/benchmarks.md and PNG plots from results")
     p_report.add_argument("--results", default=DEFAULT_RESULTS)
@@ -49,6 +52,10 @@ def main(argv=None) -> int:
                 setattr(spec, name, [convert(v) for v in value.split(",") if v])
         if args.seconds:
             spec.seconds = args.seconds
+        if args.replica_execution:
+            spec.replica_execution = args.replica_execution
+        if args.bisections is not None:
+            spec.bisections = args.bisections
         bad = [s for s in spec.systems if s not in SYSTEMS] + [w for w in spec.workloads if w not in ("dense", "sparse")] \
             + [m for m in spec.modes if m not in ("local", "cluster")] + [r for r in spec.replicas if r < 1]
         if bad:

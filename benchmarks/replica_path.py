@@ -15,7 +15,10 @@ model, ``codec`` decoding inputs and encoding outputs in the function, ``callbac
 callbacks in all (with an inline trainer the model is part of it), ``idle`` the trainer thread's
 wait for work, ``outside`` the function thread's time between callbacks (Java, the crossings,
 waiting for input). ``CPU ms per batch``: all the job's processes' CPU time per trained batch
-over the same window, by kind (the JVM, the Python workers: trainer and host threads together).
+over the same window, by kind (the JVM, the Python workers: trainer and host threads together;
+with ``embedded`` the replicas' Python is inside the JVM's figure).
+
+A candidate without ``embedded`` runs its replicas in Python worker processes (``process``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ CANDIDATES: Dict[str, List[str]] = {
     "float32": ["--pixels", "float32"],
     "float16": ["--sparse-values", "float16"],  # sparse rows as half floats in gradient messages
     "embedded": ["--replica-execution", "thread"],  # the replicas inside the TaskManager's JVM (PEMJA)
+    "process": ["--replica-execution", "process"],  # the replicas in Python worker processes
 }
 
 
@@ -45,6 +49,8 @@ def candidate_args(name: str) -> List[str]:
         if part not in CANDIDATES:
             raise SystemExit(f"unknown candidate part {part!r}; known: {', '.join(CANDIDATES)}")
         args += CANDIDATES[part]
+    if "--replica-execution" not in args:  # a candidate says where the replicas run, whatever the default
+        args += CANDIDATES["process"]
     return args
 
 

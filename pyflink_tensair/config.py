@@ -61,16 +61,20 @@ class ReplicaExecution(str, enum.Enum):
     """Where a replica's Python function runs (PyFlink's ``python.execution-mode``, for the
     replicas only: the rest of the job keeps its own).
 
-    ``PROCESS``: in a Python worker process; every batch and peer message crosses into it as a
-    Beam bundle through gRPC (PyFlink's default).
     ``THREAD``: inside the TaskManager's JVM, through PEMJA: Flink's task thread calls the
-    function directly, nothing is copied through gRPC. All the replicas of one TaskManager share
-    its one interpreter (and its GIL: TensorFlow releases it inside its ops), and the interpreter
-    must find the job's packages (see :func:`~pyflink_tensair.flink.checkpointing.replica_operator`).
+    function directly, nothing is copied through gRPC (the default: at two replicas on two cores
+    it trains 1.4 to 1.8 times as many batches per second, docs/measurements.md). All the replicas
+    of one TaskManager share its one interpreter (and its GIL: TensorFlow releases it inside its
+    ops) and its memory: TensorFlow's allocations count against the TaskManager's process, not
+    Flink's managed memory. The interpreter must find the job's packages: the job's
+    ``python.pythonpath`` gets the client's import paths, which a remote TaskManager must have too
+    (see :func:`~pyflink_tensair.flink.execution.operator_configuration`).
+    ``PROCESS``: in a Python worker process, PyFlink's default; every batch and peer message
+    crosses into it as a Beam bundle through gRPC.
     """
 
-    PROCESS = "process"
     THREAD = "thread"
+    PROCESS = "process"
 
 
 def _is_int(value) -> bool:
@@ -150,8 +154,8 @@ class TrainConfig:
         latency: :class:`LatencySettings` applied to the job, or ``None`` to keep the job's own.
         workers: :class:`WorkerMode` for a local mini-cluster.
         trainer: :class:`TrainerMode`, which thread trains inside the replica's function.
-        replica_execution: :class:`ReplicaExecution`, whether the replicas run in Python worker
-            processes (the default) or inside the TaskManagers' JVMs.
+        replica_execution: :class:`ReplicaExecution`, whether the replicas run inside the
+            TaskManagers' JVMs (the default) or in Python worker processes.
         checkpoint_interval_s: seconds between Flink checkpoints, each holding every replica's
             state (weights, optimizer slots, counters, held batches, unacknowledged messages);
             ``None`` leaves the job's own checkpointing settings alone.
@@ -191,7 +195,7 @@ class TrainConfig:
     latency: Optional[LatencySettings] = field(default_factory=LatencySettings)
     workers: WorkerMode = WorkerMode.PROCESS
     trainer: TrainerMode = TrainerMode.THREAD
-    replica_execution: ReplicaExecution = ReplicaExecution.PROCESS
+    replica_execution: ReplicaExecution = ReplicaExecution.THREAD
     checkpoint_interval_s: Optional[float] = None
     state_backend: str = "hashmap"
     checkpoint_dir: Optional[str] = None

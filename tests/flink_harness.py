@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Dict, List
 
 import numpy as np
+from pyflink.datastream import ProcessFunction
 
 from pyflink_tensair import TrainConfig, train
 from pyflink_tensair.core.events import FinalModel, Metrics
@@ -54,6 +55,18 @@ def fail_once(index, *, at: int, marker_dir: str, checkpoint_dir: str, times: in
 def worker_pid(_):
     """The process a Python function runs in."""
     return os.getpid()
+
+
+def worker_executable(_):
+    """A map: the executable of the process it runs in, as JSON."""
+    return json.dumps({"worker": os.readlink(f"/proc/{os.getpid()}/exe")})
+
+
+class ExecutableOf(ProcessFunction):
+    """Adds the executable of its own process to what ``worker_executable`` found."""
+
+    def process_element(self, value, ctx):
+        yield json.dumps({**json.loads(value), "operator": os.readlink(f"/proc/{os.getpid()}/exe")})
 
 
 def process_executable(_model):

@@ -21,7 +21,7 @@ def test_defaults_are_valid_and_frozen():
     ({"mode": "learn"}, "mode must be one of 'train', 'serve'. Received: mode='learn'"),
     ({"workers": "thread"}, "workers must be one of 'process', 'loopback'. Received: workers='thread'"),
     ({"replica_execution": "embedded"},
-     "replica_execution must be one of 'process', 'thread'. Received: replica_execution='embedded'"),
+     "replica_execution must be one of 'thread', 'process'. Received: replica_execution='embedded'"),
     ({"latency": {"bundle_size": 1}}, "latency must be a LatencySettings or None"),
     ({"name": "my job"}, "name must be a non-empty string"),
     ({"tf_intra_op_threads": 0}, "tf_intra_op_threads must be an int >= 1. Received: tf_intra_op_threads=0"),
@@ -43,9 +43,9 @@ def test_errors_name_field_rule_and_value(fields, message):
 
 
 def test_enums_accept_their_values():
-    config = TrainConfig(mode="serve", workers="loopback", replica_execution="thread")
+    config = TrainConfig(mode="serve", workers="loopback", replica_execution="process")
     assert config.mode is Mode.SERVE and config.workers is WorkerMode.LOOPBACK
-    assert config.replica_execution is ReplicaExecution.THREAD and TrainConfig().replica_execution is ReplicaExecution.PROCESS
+    assert config.replica_execution is ReplicaExecution.PROCESS and TrainConfig().replica_execution is ReplicaExecution.THREAD
 
 
 def test_latency_settings_map_to_flink_options():

@@ -1,5 +1,7 @@
 """train() inside real Flink jobs on a local mini-cluster, in loopback and in process mode."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -66,6 +68,33 @@ def test_replica_execution_decides_whether_replicas_run_in_a_python_worker_or_in
     executables = {p["result"]["executable"] for p in probes}
     assert len(executables) == 1 and {p["result"]["pid"] for p in probes} != {os.getpid()}
     assert os.path.basename(executables.pop()).startswith("java") == (execution == "thread")
+
+
+def test_an_operator_built_in_thread_mode_runs_in_the_jvm_and_the_rest_of_the_job_in_workers(tmp_path):
+    import glob
+    import json
+
+    from pyflink.common import Types
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from pyflink_tensair.flink.environment import prepare_environment
+    from pyflink_tensair.flink.execution import process
+    from pyflink_tensair.flink.sinks import write_json_lines
+    from pyflink_tensair.flink.sources import number_sequence
+
+    from flink_harness import ExecutableOf, worker_executable
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    prepare_environment(env, TrainConfig())
+    numbers = number_sequence(env, 0, 2, name="numbers", uid="numbers")
+    in_worker = numbers.map(worker_executable, output_type=Types.STRING())
+    in_jvm = process(in_worker, ExecutableOf(), Types.STRING(), "thread")
+    write_json_lines(in_jvm, str(tmp_path), "where", name="where")
+    env.execute("mixed execution modes")
+    seen = [json.loads(line) for path in glob.glob(str(tmp_path / "where-*.jsonl")) for line in open(path)]
+    assert len(seen) == 3
+    assert all(os.path.basename(s["worker"]).startswith("python") for s in seen)
+    assert all(os.path.basename(s["operator"]).startswith("java") for s in seen)
 
 
 def test_replica_r_runs_on_subtask_r_with_round_robin_batches(tmp_path):

@@ -2,7 +2,8 @@
 step changed; ``flinkml_full``: the whole model, as Flink ML itself does) and one model in one operator
 (``single``). Our own systems are ``pyflink_tensair.train`` with a staleness bound.
 
-Same batch source, codec, latency settings, Python worker mode and TensorFlow thread budget as our
+Same batch source, codec, latency settings, Python worker mode, execution mode (`TrainConfig.replica_execution`:
+the workers, the updater and the one model run where our replicas run) and TensorFlow thread budget as our
 replicas: the baselines differ in their training pattern only.
 
 ``flinkml``::
@@ -22,25 +23,33 @@ from __future__ import annotations
 import time
 
 from pyflink.common import Types
-from pyflink.datastream import (DataStream, KeyedCoProcessFunction, MapFunction, ProcessFunction,
-                                RuntimeContext)
+from pyflink.datastream import DataStream, KeyedCoProcessFunction, ProcessFunction, RuntimeContext
 
-from pyflink_tensair.config import TrainConfig
+from pyflink_tensair.config import ReplicaExecution, TrainConfig
 from pyflink_tensair.core import wire
 from pyflink_tensair.core.events import Metrics
 from pyflink_tensair.core.messages import DoneMessage, GradientMessage
 from pyflink_tensair.flink import types
 from pyflink_tensair.flink.environment import prepare_environment
-from pyflink_tensair.flink.functions import END_OF_TIME
+from pyflink_tensair.flink.execution import keyed_co_process, process
+from pyflink_tensair.flink.functions import END_OF_TIME, subtask_index
 from pyflink_tensair.flink.loop import FeedbackLoop
 
 from .flinkml_protocol import GradientUpdate, ModelUpdate, Updater, UpdaterDone, Worker, WorkerDone
 
 
-def _adapter(model, config: TrainConfig):
-    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads, load_model
+def _configure_tensorflow(config: TrainConfig) -> None:
+    from pyflink_tensair.models.keras_adapter import configure_tensorflow_threads
 
-    configure_tensorflow_threads(config.tf_intra_op_threads)
+    # thread mode: the workers and the updater of a TaskManager share one TensorFlow (as our replicas do)
+    configure_tensorflow_threads(config.tf_intra_op_threads, config.replicas + 1
+                                 if config.replica_execution is ReplicaExecution.THREAD else None)
+
+
+def _adapter(model, config: TrainConfig):
+    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
+
+    _configure_tensorflow(config)
     return KerasModelAdapter(load_model(model, seed=config.seed), sparse_values=config.sparse_values)
 
 
@@ -49,7 +58,7 @@ class _WorkerFunction(KeyedCoProcessFunction):
         self._model, self._config = model, config
 
     def open(self, runtime_context: RuntimeContext):
-        self._worker = Worker(runtime_context.get_index_of_this_subtask(), _adapter(self._model, self._config))
+        self._worker = Worker(subtask_index(runtime_context), _adapter(self._model, self._config))
         self._tag = types.feedback_tag(self._config.name)
         self._timer = False
 
@@ -111,31 +120,36 @@ def flinkml(batches, *, model, config: TrainConfig, broadcast: str = "changed") 
     n = config.replicas
     # Routed, keyed and looped exactly as our replicas' inputs are (pyflink_tensair.flink.loop).
     loop = FeedbackLoop(batches, config)
-    workers = (loop.keyed_inputs().connect(loop.keyed_feedback(1, include_sender=True))
-               .process(_WorkerFunction(model, config), output_type=Types.STRING()))
+    # config.replica_execution puts the workers and the updater where our replicas run
+    workers = keyed_co_process(loop.keyed_inputs().connect(loop.keyed_feedback(1, include_sender=True)),
+                               _WorkerFunction(model, config), Types.STRING(), config.replica_execution)
     workers = loop.training_operator(loop.named(workers, "workers", "workers"))
     gradients = loop.side_output(workers, types.feedback_tag(config.name))
-    models = loop.named(gradients.process(_UpdaterFunction(model, config, n, broadcast), output_type=types.bytes_type()),
-                        "updater", "updater").set_parallelism(1)
+    models = loop.named(process(gradients, _UpdaterFunction(model, config, n, broadcast), types.bytes_type(),
+                                config.replica_execution), "updater", "updater").set_parallelism(1)
+    if config.replica_execution is ReplicaExecution.THREAD:
+        # one worker and the updater would share a task: two PEMJA interpreters on one thread
+        # deadlock TensorFlow's PyGILState calls (seen: the task hung while opening the second)
+        models = models.start_new_chain()
     loop.close(models, 1)
     return workers
 
 
-class _SingleModel(MapFunction):
+class _SingleModel(ProcessFunction):
     """One Keras model fitted batch by batch with ``train_on_batch`` (the Kafka-ML / TensorFlow-IO way)."""
 
     def __init__(self, model, config: TrainConfig):
         self._model_argument, self._config = model, config
 
     def open(self, runtime_context: RuntimeContext):
-        from pyflink_tensair.models.keras_adapter import configure_tensorflow_threads, load_model
+        from pyflink_tensair.models.keras_adapter import load_model
 
-        configure_tensorflow_threads(self._config.tf_intra_op_threads)
+        _configure_tensorflow(self._config)
         self._model = load_model(self._model_argument, seed=self._config.seed)
         self._steps = 0
         self._times = []
 
-    def map(self, value):
+    def process_element(self, value, ctx):
         batch = wire.decode_batch(value)
         x = dict(batch.x) if isinstance(batch.x, dict) else batch.x
         loss = self._model.train_on_batch(x, batch.y)
@@ -144,7 +158,7 @@ class _SingleModel(MapFunction):
         self._times = (self._times + [now])[-32:]
         rate = (len(self._times) - 1) / (self._times[-1] - self._times[0]) if len(self._times) > 1 else 0.0
         scheduled = batch.meta.get("scheduled_at")
-        return Metrics(replica=0, phase="batch", time=now, local_step=self._steps, model_version=self._steps,
+        yield Metrics(replica=0, phase="batch", time=now, local_step=self._steps, model_version=self._steps,
                        loss=float(loss if not isinstance(loss, (list, tuple)) else loss[0]), accuracy=None,
                        staleness=0, batches_per_s=rate, held_batches=0, messages_sent=0, bytes_sent=0,
                        dense_bytes_sent=0, messages_applied=0, duplicates_dropped=0, bound_overflows=0,
@@ -156,5 +170,5 @@ def single(batches, *, model, config: TrainConfig) -> DataStream:
 
     env = StreamExecutionEnvironment(batches._j_data_stream.getExecutionEnvironment())
     prepare_environment(env, config)
-    return (batches.map(_SingleModel(model, config), output_type=Types.STRING())
+    return (process(batches, _SingleModel(model, config), Types.STRING(), config.replica_execution)
             .name(f"{config.name}: one model").uid(f"{config.name}-one-model").set_parallelism(1))

@@ -40,8 +40,8 @@ def parse_args(argv):
     parser.add_argument("--tf-threads", type=int, default=1)
     parser.add_argument("--trainer", choices=["thread", "inline"], default="thread",
                         help="TrainConfig.trainer of our systems")
-    parser.add_argument("--replica-execution", choices=["process", "thread"], default="process",
-                        help="TrainConfig.replica_execution of our systems")
+    parser.add_argument("--replica-execution", choices=["thread", "process"], default="thread",
+                        help="TrainConfig.replica_execution of every system's training operators (default: thread)")
     parser.add_argument("--outdir", required=True)
     parser.add_argument("--barrier", metavar="DIR", help="--system limit: start the loop once --processes "
                                                         "processes have written a file into DIR (so they overlap)")

@@ -76,12 +76,15 @@ def _plots(records, folder: str) -> List[str]:
                     ax1.plot([n for n, _ in points], [r for _, r in points], marker="o",
                              label=system + ("" if mode == "local" else " (cluster)"),
                              ls="--" if mode == "cluster" else "-")
-                best = records.get((workload, system, 1, mode))
-                if best and best.get("loss_vs_time") and mode == "local":
-                    ax2.plot(*zip(*best["loss_vs_time"]), label=f"{system} x1")
+                if mode == "local":
+                    for n in sorted({k[2] for k in present if k[1] == system}):
+                        curve = records[(workload, system, n, mode)].get("loss_vs_batches")
+                        if curve and n == max(k[2] for k in present if k[3] == "local"):
+                            ax2.plot(*zip(*curve), label=f"{system} x{n}")
         ax1.set(xlabel="replicas", ylabel="sustainable mini-batches / s", title=f"{workload}: throughput", yscale="log")
         ax1.legend(fontsize=8)
-        ax2.set(xlabel="seconds", ylabel="training loss", title=f"{workload}: loss at the sustainable rate")
+        ax2.set(xlabel="mini-batches trained (all replicas)", ylabel="training loss",
+                title=f"{workload}: loss at the sustainable rate, most replicas")
         ax2.legend(fontsize=8)
         fig.tight_layout()
         name = f"benchmark_{workload}.png"
@@ -102,7 +105,9 @@ def write_report(results: str, out: str, command: Optional[str] = None) -> None:
              f"Command: `{command or 'python -m benchmarks run'}`  ",
              f"Date: {dates[0]} to {dates[-1]}  ",
              f"Machine: {m['cores']} cores, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}  ",
-             f"TensorFlow: {any_record['tf_intra_op_threads']} intra-op thread per replica (and per baseline operator).",
+             f"TensorFlow: {any_record['tf_intra_op_threads']} intra-op thread per replica (and per baseline operator).  ",
+             f"Training operators (every system's): Python in {any_record.get('replica_execution', 'process')} mode "
+             "(`TrainConfig.replica_execution`).",
              "",
              "Sustainable throughput: the highest arrival rate (mini-batches/s, open-loop source, batch i due at "
              "i / rate) at which the delay between a batch's due time and the end of its training stops growing "

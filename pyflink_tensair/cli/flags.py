@@ -128,9 +128,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
     parser.add_argument("--trainer", choices=[m.value for m in TrainerMode], default=TrainerMode.THREAD.value,
                         help="which thread trains a replica: its own trainer thread (default) or Flink's callback itself")
     parser.add_argument("--replica-execution", choices=[m.value for m in ReplicaExecution],
-                        default=ReplicaExecution.PROCESS.value,
-                        help="where the replicas' Python runs: Python worker processes (default) or inside the "
-                             "TaskManagers' JVMs (thread: no crossing through gRPC; one interpreter per TaskManager)")
+                        default=ReplicaExecution.THREAD.value,
+                        help="where the replicas' Python runs: inside the TaskManagers' JVMs (thread, the default: "
+                             "no crossing through gRPC; one interpreter per TaskManager) or in Python worker processes")
     parser.add_argument("--tf-threads", type=config_value("tf_intra_op_threads"), default=1,
                         help="TensorFlow intra-op threads per replica (default: 1)")
     parser.add_argument("--buffer-capacity", type=config_value("buffer_capacity"), default=None,

@@ -171,19 +171,16 @@ def replica_operator(connected, function, output_type, keys, execution=ReplicaEx
     replicas' own operator in place of PyFlink's: :class:`ReplicaOperator` (process mode) or
     :class:`EmbeddedReplicaOperator` (``execution`` thread: inside the TaskManager's JVM).
 
-    A thread-mode operator carries its own copy of the job's configuration, with
-    ``python.execution-mode: thread`` (PyFlink's merge at submission keeps an operator's own keys),
-    and the job's ``python.pythonpath`` gains this interpreter's import paths: PEMJA's interpreter
-    starts from the base Python of ``python.executable``, without a virtual environment's packages
-    (it fails on ``import pemja`` without them). On a cluster the TaskManagers need the same paths.
+    In thread mode the operator gets :func:`~.execution.operator_configuration`'s copy of the
+    job's configuration.
     """
     from pyflink.datastream import DataStream
     from pyflink.datastream.data_stream import _create_j_data_stream_python_function_info
     from pyflink.fn_execution.flink_fn_execution_pb2 import UserDefinedDataStreamFunction
     from pyflink.java_gateway import get_gateway
-    from pyflink.util.java_utils import get_j_env_configuration
 
     from .environment import add_channel_jar
+    from .execution import operator_configuration
     from .routing import _java_keys
 
     gateway = get_gateway()
@@ -191,42 +188,14 @@ def replica_operator(connected, function, output_type, keys, execution=ReplicaEx
     add_channel_jar(j_first.getExecutionEnvironment())
     info = _create_j_data_stream_python_function_info(function, UserDefinedDataStreamFunction.KEYED_CO_PROCESS)
     j_output_type = output_type.get_java_type_info()
-    j_config = get_j_env_configuration(j_first.getExecutionEnvironment())
     operators = gateway.jvm.pyflinktensair.checkpoint
-    if ReplicaExecution(execution) is ReplicaExecution.THREAD:
-        # Job-wide too: the Python operators of a job share one Python environment per TaskManager,
-        # made by whichever opens first (a process-mode map behind the replicas, say), and the
-        # embedded interpreter takes its PYTHONPATH from that one.
-        paths = j_config.getString("python.pythonpath", "").split(os.pathsep) + embedded_python_path().split(os.pathsep)
-        j_config.setString("python.pythonpath", os.pathsep.join(dict.fromkeys(p for p in paths if p)))
-        j_config = gateway.jvm.org.apache.flink.configuration.Configuration(j_config)
-        j_config.setString("python.execution-mode", "thread")
-        operator_class = operators.EmbeddedReplicaOperator
-    else:
-        operator_class = operators.ReplicaOperator
-    operator = operator_class(
-        j_config, info,
+    thread = ReplicaExecution(execution) is ReplicaExecution.THREAD
+    operator = (operators.EmbeddedReplicaOperator if thread else operators.ReplicaOperator)(
+        operator_configuration(j_first.getExecutionEnvironment(), execution), info,
         j_first.getTransformation().getOutputType(), connected.stream2._j_data_stream.getTransformation().getOutputType(),
         j_output_type, _java_keys(keys), wire.encode_marker(wire.KIND_SNAPSHOT), wire.encode_marker(wire.KIND_OPEN))
     j_connected = j_first.connect(connected.stream2._j_data_stream)
     return DataStream(j_connected.transform("Keyed Co-Process", j_output_type, operator))
-
-
-def embedded_python_path() -> str:
-    """This interpreter's import paths (folders that exist), for an embedded interpreter that
-    must import what this one does: the virtual environment's site-packages, editable installs.
-
-    Example::
-
-        >>> import os, site
-        >>> all(p in embedded_python_path().split(os.pathsep) for p in site.getsitepackages() if os.path.isdir(p))
-        True
-    """
-    import site
-    import sys
-
-    paths = [os.path.abspath(p) for p in [*sys.path, *site.getsitepackages()] if p and os.path.isdir(p)]
-    return os.pathsep.join(dict.fromkeys(paths))
 
 
 def configure(env, config) -> None:
