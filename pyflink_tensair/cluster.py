@@ -47,10 +47,26 @@ def _java_opts() -> str:
     return ""
 
 
+def _link_lib(folder: str) -> str:
+    """``folder/lib``: the package's jars and its ``opt/flink-python`` jar (links). Thread-mode
+    Python operators need PEMJA's classes loaded once per TaskManager: shipped with each job
+    instead, a second job's PEMJA cannot load its native library, already loaded by the first
+    job's class loader (``NoSuchFieldException: loadedLibraryNames``)."""
+    lib = os.path.join(folder, "lib")
+    os.makedirs(lib, exist_ok=True)
+    jars = glob.glob(os.path.join(flink_home(), "lib", "*.jar")) + glob.glob(os.path.join(flink_home(), "opt", "flink-python*.jar"))
+    for jar in jars:
+        link = os.path.join(lib, os.path.basename(jar))
+        if not os.path.lexists(link):
+            os.symlink(jar, link)
+    return lib
+
+
 def write_config(folder: str, *, taskmanagers: int, slots: int, rest_port: int, rpc_port: int) -> str:
     conf = os.path.join(folder, "conf")
     for sub in ("conf", "pids", "log"):
         os.makedirs(os.path.join(folder, sub), exist_ok=True)
+    _link_lib(folder)
     for name in glob.glob(os.path.join(flink_home(), "conf", "log*")):
         shutil.copy(name, conf)
     options = {
@@ -87,6 +103,7 @@ def write_config(folder: str, *, taskmanagers: int, slots: int, rest_port: int, 
         "parallelism.default": 1,
         "python.executable": sys.executable,
         "python.client.executable": sys.executable,
+        "classloader.parent-first-patterns.additional": "pemja.",  # PEMJA from lib/, see _link_lib
     }
     with open(os.path.join(conf, "config.yaml"), "w", encoding="utf-8") as f:
         for key, value in options.items():
@@ -112,6 +129,8 @@ def _environment(folder: str) -> Dict[str, str]:
     env.update(FLINK_HOME=flink_home(), FLINK_CONF_DIR=os.path.join(folder, "conf"),
                FLINK_PID_DIR=os.path.join(folder, "pids"), FLINK_LOG_DIR=os.path.join(folder, "log"),
                PYFLINK_CLIENT_EXECUTABLE=sys.executable)
+    if os.path.isdir(os.path.join(folder, "lib")):
+        env["FLINK_LIB_DIR"] = os.path.join(folder, "lib")
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     return env
 

@@ -43,7 +43,11 @@ public class EmbeddedReplicaOperator<K> extends EmbeddedPythonKeyedCoProcessOper
 
     @Override
     public void open() throws Exception {
-        super.open();
+        try {
+            super.open();
+        } catch (RuntimeException e) {
+            throw explained(e);
+        }
         hooks.registerGauge(getMetricGroup());
         inject(hooks.openMarker);
     }
@@ -54,6 +58,26 @@ public class EmbeddedReplicaOperator<K> extends EmbeddedPythonKeyedCoProcessOper
         inject(hooks.snapshotMarker);
         super.prepareSnapshotPreBarrier(checkpointId);
         hooks.pauseEnded(began);
+    }
+
+    /**
+     * PEMJA loads its native library once per JVM; when each job ships its own copy of PEMJA's
+     * classes (flink-python in the job's jars, not in the cluster's lib/), the second job's copy
+     * cannot load it and PEMJA fails on a JDK-internal field. Say what to do instead.
+     */
+    private static RuntimeException explained(RuntimeException e) {
+        for (Throwable cause = e; cause != null; cause = cause.getCause()) {
+            if (cause instanceof NoSuchFieldException && "loadedLibraryNames".equals(cause.getMessage())) {
+                return new IllegalStateException(
+                        "the replicas' thread mode could not load PEMJA's native library: another job on this "
+                                + "TaskManager loaded it with its own copy of flink-python. Put flink-python-*.jar "
+                                + "(the pyflink package's opt/ folder) into the cluster's lib/ folder, or run the "
+                                + "replicas in Python worker processes: TrainConfig(replica_execution='process'), "
+                                + "--replica-execution process",
+                        e);
+            }
+        }
+        return e;
     }
 
     private void inject(byte[] marker) throws Exception {
