@@ -63,12 +63,13 @@ class ReplicaExecution(str, enum.Enum):
 
     ``THREAD``: inside the TaskManager's JVM, through PEMJA: Flink's task thread calls the
     function directly, nothing is copied through gRPC (the default: at two replicas on two cores
-    it trains 1.4 to 1.8 times as many batches per second, docs/measurements.md). All the replicas
-    of one TaskManager share its one interpreter (and its GIL: TensorFlow releases it inside its
-    ops) and its memory: TensorFlow's allocations count against the TaskManager's process, not
-    Flink's managed memory. The interpreter must find the job's packages: the job's
-    ``python.pythonpath`` gets the client's import paths, which a remote TaskManager must have too
-    (see :func:`~pyflink_tensair.flink.execution.operator_configuration`).
+    it trains 1.4 (dense) to 1.9 (sparse) times as many batches per second,
+    docs/measurements.md). All the replicas of one TaskManager share its one interpreter (and its
+    GIL: TensorFlow releases it inside its ops) and its memory: TensorFlow's allocations count
+    against the TaskManager's process, not Flink's managed memory. The interpreter must find the
+    job's packages: the job's ``python.pythonpath`` gets the client's import paths, which a remote
+    TaskManager must have too (see :func:`~pyflink_tensair.flink.execution.operator_configuration`),
+    and a session cluster running several such jobs needs flink-python in its ``lib/``.
     ``PROCESS``: in a Python worker process, PyFlink's default; every batch and peer message
     crosses into it as a Beam bundle through gRPC.
     """
