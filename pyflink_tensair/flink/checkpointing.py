@@ -169,33 +169,20 @@ def _bytes_state(state):
 def replica_operator(connected, function, output_type, keys, execution=ReplicaExecution.PROCESS):
     """``connected.process(function, output_type)`` for the keyed ``connected`` streams, with the
     replicas' own operator in place of PyFlink's: :class:`ReplicaOperator` (process mode) or
-    :class:`EmbeddedReplicaOperator` (``execution`` thread: inside the TaskManager's JVM).
-
-    In thread mode the operator gets :func:`~.execution.operator_configuration`'s copy of the
-    job's configuration.
-    """
-    from pyflink.datastream import DataStream
-    from pyflink.datastream.data_stream import _create_j_data_stream_python_function_info
-    from pyflink.fn_execution.flink_fn_execution_pb2 import UserDefinedDataStreamFunction
+    :class:`EmbeddedReplicaOperator` (``execution`` thread: inside the TaskManager's JVM), built
+    by :func:`~.execution.keyed_co_process`."""
     from pyflink.java_gateway import get_gateway
 
     from .environment import add_channel_jar
-    from .execution import operator_configuration
+    from .execution import keyed_co_process
     from .routing import _java_keys
 
-    gateway = get_gateway()
-    j_first = connected.stream1._j_data_stream
-    add_channel_jar(j_first.getExecutionEnvironment())
-    info = _create_j_data_stream_python_function_info(function, UserDefinedDataStreamFunction.KEYED_CO_PROCESS)
-    j_output_type = output_type.get_java_type_info()
-    operators = gateway.jvm.pyflinktensair.checkpoint
+    add_channel_jar(connected.stream1._j_data_stream.getExecutionEnvironment())
+    operators = get_gateway().jvm.pyflinktensair.checkpoint
     thread = ReplicaExecution(execution) is ReplicaExecution.THREAD
-    operator = (operators.EmbeddedReplicaOperator if thread else operators.ReplicaOperator)(
-        operator_configuration(j_first.getExecutionEnvironment(), execution), info,
-        j_first.getTransformation().getOutputType(), connected.stream2._j_data_stream.getTransformation().getOutputType(),
-        j_output_type, _java_keys(keys), wire.encode_marker(wire.KIND_SNAPSHOT), wire.encode_marker(wire.KIND_OPEN))
-    j_connected = j_first.connect(connected.stream2._j_data_stream)
-    return DataStream(j_connected.transform("Keyed Co-Process", j_output_type, operator))
+    return keyed_co_process(connected, function, output_type, execution,
+                            operators.EmbeddedReplicaOperator if thread else operators.ReplicaOperator,
+                            (_java_keys(keys), wire.encode_marker(wire.KIND_SNAPSHOT), wire.encode_marker(wire.KIND_OPEN)))
 
 
 def configure(env, config) -> None:

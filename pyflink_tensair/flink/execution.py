@@ -72,21 +72,26 @@ def embedded_python_path() -> str:
     return os.pathsep.join(dict.fromkeys(paths))
 
 
-def keyed_co_process(connected, function, output_type, execution):
-    """``connected.process(function, output_type)`` for keyed ``connected`` streams, in ``execution``."""
+def keyed_co_process(connected, function, output_type, execution, operator_class=None, operator_args=()):
+    """``connected.process(function, output_type)`` for keyed ``connected`` streams, in ``execution``;
+    ``operator_class`` (a Java class taking PyFlink's keyed co-process arguments, then
+    ``operator_args``) replaces PyFlink's own operator of that mode."""
     from pyflink.datastream import DataStream
     from pyflink.datastream.data_stream import _create_j_data_stream_python_function_info
     from pyflink.fn_execution.flink_fn_execution_pb2 import UserDefinedDataStreamFunction
     from pyflink.java_gateway import get_gateway
 
-    if ReplicaExecution(execution) is ReplicaExecution.PROCESS:
+    if operator_class is None and ReplicaExecution(execution) is ReplicaExecution.PROCESS:
         return connected.process(function, output_type=output_type)
+    if operator_class is None:
+        operator_class = getattr(get_gateway().jvm, f"{_EMBEDDED}.EmbeddedPythonKeyedCoProcessOperator")
     j_first, j_second = connected.stream1._j_data_stream, connected.stream2._j_data_stream
     j_output_type = output_type.get_java_type_info()
-    operator = getattr(get_gateway().jvm, f"{_EMBEDDED}.EmbeddedPythonKeyedCoProcessOperator")(
+    operator = operator_class(
         operator_configuration(j_first.getExecutionEnvironment(), execution),
         _create_j_data_stream_python_function_info(function, UserDefinedDataStreamFunction.KEYED_CO_PROCESS),
-        j_first.getTransformation().getOutputType(), j_second.getTransformation().getOutputType(), j_output_type)
+        j_first.getTransformation().getOutputType(), j_second.getTransformation().getOutputType(), j_output_type,
+        *operator_args)
     return DataStream(j_first.connect(j_second).transform("Keyed Co-Process", j_output_type, operator))
 
 

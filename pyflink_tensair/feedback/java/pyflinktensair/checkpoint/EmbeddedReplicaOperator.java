@@ -48,16 +48,12 @@ public class EmbeddedReplicaOperator<K> extends EmbeddedPythonKeyedCoProcessOper
         } catch (RuntimeException e) {
             throw explained(e);
         }
-        hooks.registerGauge(getMetricGroup());
-        inject(hooks.openMarker);
+        hooks.opened(getMetricGroup(), subtask(), this::takeMarker);
     }
 
     @Override
     public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
-        long began = System.nanoTime();
-        inject(hooks.snapshotMarker);
-        super.prepareSnapshotPreBarrier(checkpointId);
-        hooks.pauseEnded(began);
+        hooks.beforeBarrier(subtask(), this::takeMarker, () -> super.prepareSnapshotPreBarrier(checkpointId));
     }
 
     /**
@@ -80,8 +76,11 @@ public class EmbeddedReplicaOperator<K> extends EmbeddedPythonKeyedCoProcessOper
         return e;
     }
 
-    private void inject(byte[] marker) throws Exception {
-        StreamRecord<Row> record = hooks.marker(getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), marker);
+    private int subtask() {
+        return getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+    }
+
+    private void takeMarker(StreamRecord<Row> record) throws Exception {
         setKeyContextElement1(record);
         processElement1(record);
     }

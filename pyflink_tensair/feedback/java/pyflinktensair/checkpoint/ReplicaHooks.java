@@ -17,6 +17,16 @@ final class ReplicaHooks implements Serializable {
 
     private static final long serialVersionUID = 1L;
 
+    /** An operator's first input, its key context set for the record. */
+    interface FirstInput {
+        void take(StreamRecord<Row> record) throws Exception;
+    }
+
+    /** What the operator itself does before a barrier (finish its bundle). */
+    interface Step {
+        void run() throws Exception;
+    }
+
     final int[] keys;
     final byte[] snapshotMarker;
     final byte[] openMarker;
@@ -28,16 +38,22 @@ final class ReplicaHooks implements Serializable {
         this.openMarker = openMarker.clone();
     }
 
-    void registerGauge(MetricGroup group) {
+    /** Once the operator is open: the gauge, then the open record (the function restores). */
+    void opened(MetricGroup group, int subtask, FirstInput input) throws Exception {
         // how long the replica stood still for the last checkpoint: its state written and committed
         group.addGroup("tensair").gauge("checkpoint_pause_ms", (Gauge<Long>) () -> lastPauseMs);
+        input.take(marker(subtask, openMarker));
     }
 
-    StreamRecord<Row> marker(int subtask, byte[] marker) {
+    /** Before a barrier: the "snapshot now" record, then the operator's own step, timed. */
+    void beforeBarrier(int subtask, FirstInput input, Step operatorStep) throws Exception {
+        long began = System.nanoTime();
+        input.take(marker(subtask, snapshotMarker));
+        operatorStep.run();
+        lastPauseMs = (System.nanoTime() - began) / 1_000_000;
+    }
+
+    private StreamRecord<Row> marker(int subtask, byte[] marker) {
         return new StreamRecord<>(Row.of(keys[subtask], marker));
-    }
-
-    void pauseEnded(long beganNanos) {
-        lastPauseMs = (System.nanoTime() - beganNanos) / 1_000_000;
     }
 }

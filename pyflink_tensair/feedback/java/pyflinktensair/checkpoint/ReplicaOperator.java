@@ -41,20 +41,20 @@ public class ReplicaOperator<OUT> extends ExternalPythonKeyedCoProcessOperator<O
     @Override
     public void open() throws Exception {
         super.open();
-        hooks.registerGauge(getMetricGroup());
-        inject(hooks.openMarker);
+        hooks.opened(getMetricGroup(), subtask(), this::takeMarker);
     }
 
     @Override
     public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
-        long began = System.nanoTime();
-        inject(hooks.snapshotMarker);
-        super.prepareSnapshotPreBarrier(checkpointId); // finishes the bundle: the state writes land
-        hooks.pauseEnded(began);
+        // the operator's own step finishes the bundle: the state writes land
+        hooks.beforeBarrier(subtask(), this::takeMarker, () -> super.prepareSnapshotPreBarrier(checkpointId));
     }
 
-    private void inject(byte[] marker) throws Exception {
-        StreamRecord<Row> record = hooks.marker(getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), marker);
+    private int subtask() {
+        return getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+    }
+
+    private void takeMarker(StreamRecord<Row> record) throws Exception {
         setKeyContextElement1(record);
         processElement1(record);
     }
