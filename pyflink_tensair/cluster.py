@@ -341,8 +341,16 @@ def submit(folder: str, script_args: List[str], *, detached: bool = False, timeo
     return subprocess.run(command, env=_environment(folder), capture_output=True, text=True, timeout=timeout)
 
 
-def _await_savepoint(url: str, job_id: str, trigger: dict, timeout: float) -> str:
-    deadline = time.time() + timeout
+# A savepoint that reaches a task while it finishes (e.g. the one-shot start-markers source) is
+# declined; the job runs on, and the same savepoint a moment later succeeds.
+_TRANSIENT_DECLINES = ("task is closing",)
+
+
+class _SavepointDeclined(RuntimeError):
+    pass
+
+
+def _await_savepoint(url: str, job_id: str, trigger: dict, deadline: float) -> str:
     while time.time() < deadline:
         status = rest_get(f"{url}/jobs/{job_id}/savepoints/{trigger['request-id']}")
         if status["status"]["id"] == "COMPLETED":
@@ -351,25 +359,38 @@ def _await_savepoint(url: str, job_id: str, trigger: dict, timeout: float) -> st
                 return operation["location"]
             cause = operation.get("failure-cause", {})
             message = (cause.get("stack-trace") or cause.get("class")) if isinstance(cause, dict) else cause  # its first line says why
-            raise RuntimeError(f"the savepoint of job {job_id} failed: {str(message).splitlines()[0] if message else operation}")
+            line = str(message).splitlines()[0] if message else str(operation)
+            error = _SavepointDeclined if any(d in str(message) for d in _TRANSIENT_DECLINES) else RuntimeError
+            raise error(f"the savepoint of job {job_id} failed: {line}")
         time.sleep(0.5)
-    raise RuntimeError(f"the savepoint of job {job_id} did not complete in {timeout:.0f} s")
+    raise RuntimeError(f"the savepoint of job {job_id} did not complete in time")
+
+
+def _savepoint(url: str, job_id: str, path: str, body: dict, timeout: float) -> str:
+    """Triggers a savepoint (``path``: its REST resource) and waits for it, again while a task
+    that is finishing declines it and the job still runs."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return _await_savepoint(url, job_id, rest_post(f"{url}/jobs/{job_id}/{path}", body), deadline)
+        except _SavepointDeclined:
+            if time.time() + 1 >= deadline or rest_get(f"{url}/jobs/{job_id}")["state"] != "RUNNING":
+                raise
+            time.sleep(1)
 
 
 def savepoint(folder: str, target_dir: str, job_id: str = None, timeout: float = 600.0) -> str:
     """Takes a savepoint of a running job (it keeps running); returns the savepoint's path."""
     url, job_id = rest_url(folder), job_id or _the_running_job(folder)
-    trigger = rest_post(f"{url}/jobs/{job_id}/savepoints",
-                        {"target-directory": os.path.abspath(target_dir), "cancel-job": False})
-    return _await_savepoint(url, job_id, trigger, timeout)
+    return _savepoint(url, job_id, "savepoints", {"target-directory": os.path.abspath(target_dir), "cancel-job": False},
+                      timeout)
 
 
 def stop_with_savepoint(folder: str, target_dir: str, job_id: str = None, timeout: float = 600.0) -> str:
     """Stops a running job with a savepoint, without draining (no end-of-input: the replicas stop
     where they are instead of finishing, and ``resume`` continues them); returns its path."""
     url, job_id = rest_url(folder), job_id or _the_running_job(folder)
-    trigger = rest_post(f"{url}/jobs/{job_id}/stop", {"targetDirectory": os.path.abspath(target_dir), "drain": False})
-    return _await_savepoint(url, job_id, trigger, timeout)
+    return _savepoint(url, job_id, "stop", {"targetDirectory": os.path.abspath(target_dir), "drain": False}, timeout)
 
 
 def main(argv=None) -> int:

@@ -150,8 +150,15 @@ def test_a_lost_taskmanager_costs_no_batch_and_synchronous_replicas_stay_identic
                                           or _replica_metrics(url, job_id).get("model_version", {}).get("min", 0) < 20):
             time.sleep(1)
         assert _completed_checkpoints(url, job_id) >= 1, "no checkpoint completed"
-        killed = cluster.kill_taskmanager(flink_cluster)
-        assert len(killed) >= 2, killed  # the TaskManager and its Python worker(s)
+        victim = cluster.taskmanager_pids(flink_cluster)[0]
+        killed = cluster.kill_taskmanager(flink_cluster, victim)
+        # The TaskManager first, then whatever Python workers it had: with the replicas in its JVM
+        # (thread mode) a TaskManager that hosts no process-mode operator has none.
+        assert killed[0] == victim, killed
+        deadline = time.time() + 10
+        while time.time() < deadline and any(cluster._alive(pid) for pid in killed):
+            time.sleep(0.2)
+        assert not any(cluster._alive(pid) for pid in killed), killed
         time.sleep(5)  # the failover cancels the other TaskManager's tasks, which can kill it (see ensure_taskmanagers)
         cluster.ensure_taskmanagers(flink_cluster, 2)
     finally:

@@ -18,3 +18,54 @@ def test_a_cluster_folder_puts_flink_python_on_the_taskmanagers_classpath(tmp_pa
     assert 'classloader.parent-first-patterns.additional: "pemja."' in (tmp_path / "conf" / "config.yaml").read_text()
     cluster.write_config(str(tmp_path), taskmanagers=1, slots=1, rest_port=18081, rpc_port=16123)  # again: links kept
     assert sorted(os.listdir(tmp_path / "lib")) == sorted(names)
+
+
+class _FakeRest:
+    """The JobManager's savepoint resources: each trigger answers with the next outcome."""
+
+    def __init__(self, outcomes, state="RUNNING"):
+        self.outcomes, self.state, self.triggers = list(outcomes), state, 0
+
+    def post(self, url, body):
+        self.triggers += 1
+        return {"request-id": str(self.triggers)}
+
+    def get(self, url):
+        if url.endswith("/jobs/j"):
+            return {"state": self.state}
+        outcome = self.outcomes[int(url.rsplit("/", 1)[1]) - 1]
+        operation = {"location": outcome} if outcome.startswith("file:") else {"failure-cause": {"stack-trace": outcome}}
+        return {"status": {"id": "COMPLETED"}, "operation": operation}
+
+
+def _fake(monkeypatch, rest):
+    from pyflink_tensair import cluster
+
+    monkeypatch.setattr(cluster, "rest_url", lambda folder: "http://jm")
+    monkeypatch.setattr(cluster, "rest_post", rest.post)
+    monkeypatch.setattr(cluster, "rest_get", rest.get)
+    monkeypatch.setattr(cluster.time, "sleep", lambda s: None)
+    return cluster
+
+
+DECLINED = "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint was declined (task is closing)\n\tat ..."
+
+
+def test_a_savepoint_declined_by_a_finishing_task_is_taken_again(monkeypatch):
+    rest = _FakeRest([DECLINED, DECLINED, "file:/sp/savepoint-1"])
+    cluster = _fake(monkeypatch, rest)
+    assert cluster.savepoint("dir", "/sp", job_id="j") == "file:/sp/savepoint-1" and rest.triggers == 3
+    rest = _FakeRest([DECLINED, "file:/sp/savepoint-2"])
+    cluster = _fake(monkeypatch, rest)
+    assert cluster.stop_with_savepoint("dir", "/sp", job_id="j") == "file:/sp/savepoint-2" and rest.triggers == 2
+
+
+def test_a_savepoint_that_fails_otherwise_or_after_the_job_ended_says_why(monkeypatch):
+    cluster = _fake(monkeypatch, _FakeRest(["java.io.IOException: disk full\n\tat ..."]))
+    with pytest.raises(RuntimeError, match="savepoint of job j failed: java.io.IOException: disk full$"):
+        cluster.savepoint("dir", "/sp", job_id="j")
+    rest = _FakeRest([DECLINED, "file:/never"], state="FINISHED")
+    cluster = _fake(monkeypatch, rest)
+    with pytest.raises(RuntimeError, match="task is closing"):
+        cluster.savepoint("dir", "/sp", job_id="j")
+    assert rest.triggers == 1
