@@ -342,8 +342,9 @@ def submit(folder: str, script_args: List[str], *, detached: bool = False, timeo
 
 
 # A savepoint that reaches a task while it finishes (e.g. the one-shot start-markers source) is
-# declined; the job runs on, and the same savepoint a moment later succeeds.
-_TRANSIENT_DECLINES = ("task is closing",)
+# declined, or refused by its TaskManager if the task has just gone; the job runs on, and the
+# same savepoint a moment later succeeds.
+_TRANSIENT_DECLINES = ("task is closing", "checkpoint request for unknown task")
 
 
 class _SavepointDeclined(RuntimeError):

@@ -69,6 +69,21 @@ class ExecutableOf(ProcessFunction):
         yield json.dumps({**json.loads(value), "operator": os.readlink(f"/proc/{os.getpid()}/exe")})
 
 
+def batch_made_where(index):
+    """A ``make_batch`` whose batch says in which process's executable it was made."""
+    from pyflink_tensair.core.messages import Batch
+
+    return Batch(np.full((2, FEATURES), index, np.float32), np.zeros(2, np.int64),
+                 {"made_in": os.readlink(f"/proc/{os.getpid()}/exe")})
+
+
+def batch_meta(data: bytes) -> str:
+    """A map: an encoded batch's metadata as JSON."""
+    from pyflink_tensair.core import wire
+
+    return json.dumps(wire.decode_batch(data).meta)
+
+
 def process_executable(_model):
     """A probe: the process the replica runs in, and its executable."""
     return {"pid": os.getpid(), "executable": os.readlink(f"/proc/{os.getpid()}/exe")}

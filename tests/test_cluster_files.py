@@ -51,8 +51,13 @@ def _fake(monkeypatch, rest):
 DECLINED = "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint was declined (task is closing)\n\tat ..."
 
 
+GONE = ("java.util.concurrent.CompletionException: org.apache.flink.runtime.checkpoint.CheckpointException: Task "
+        "local checkpoint failure.\n\tat ...\nCaused by: CheckpointException: TaskManager received a checkpoint "
+        "request for unknown task d606_fb7b_0_0. Failure reason: Task local checkpoint failure.")
+
+
 def test_a_savepoint_declined_by_a_finishing_task_is_taken_again(monkeypatch):
-    rest = _FakeRest([DECLINED, DECLINED, "file:/sp/savepoint-1"])
+    rest = _FakeRest([DECLINED, GONE, "file:/sp/savepoint-1"])
     cluster = _fake(monkeypatch, rest)
     assert cluster.savepoint("dir", "/sp", job_id="j") == "file:/sp/savepoint-1" and rest.triggers == 3
     rest = _FakeRest([DECLINED, "file:/sp/savepoint-2"])

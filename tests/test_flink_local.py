@@ -97,6 +97,31 @@ def test_an_operator_built_in_thread_mode_runs_in_the_jvm_and_the_rest_of_the_jo
     assert all(os.path.basename(s["operator"]).startswith("java") for s in seen)
 
 
+@pytest.mark.parametrize("execution", ["process", "thread"])
+def test_batch_source_makes_every_batch_once_in_the_execution_mode_it_is_given(tmp_path, execution):
+    import glob
+    import json
+
+    from pyflink.common import Types
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from pyflink_tensair.flink.sinks import write_json_lines
+    from pyflink_tensair.flink.sources import batch_source
+
+    from flink_harness import batch_made_where, batch_meta
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    batches = batch_source(env, 6, batch_made_where, rate=50.0, name="made", execution=execution)
+    write_json_lines(batches.map(batch_meta, output_type=Types.STRING()), str(tmp_path), "meta", name="made")
+    env.execute(f"batch source in {execution} mode")
+    seen = sorted((json.loads(line) for path in glob.glob(str(tmp_path / "meta-*.jsonl")) for line in open(path)),
+                  key=lambda m: m["id"])
+    assert [m["id"] for m in seen] == list(range(6))
+    due = [m["scheduled_at"] for m in seen]
+    assert all(abs(b - a - 1 / 50.0) < 1e-6 for a, b in zip(due, due[1:]))
+    assert {os.path.basename(m["made_in"]).startswith("java") for m in seen} == {execution == "thread"}
+
+
 def test_replica_r_runs_on_subtask_r_with_round_robin_batches(tmp_path):
     result = run_training(tmp_path, 9, TrainConfig(replicas=3, staleness_bound=1, broadcast_every=2, name="pinned"))
     assert result.batch_ids_by_replica() == {0: [0, 3, 6], 1: [1, 4, 7], 2: [2, 5, 8]}

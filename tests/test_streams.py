@@ -59,6 +59,13 @@ def test_negative_rate_is_refused():
         PacedBatches(_batch, rate=-1)
 
 
+def test_batch_source_refuses_an_unknown_execution_mode_before_the_job_is_built():
+    from pyflink_tensair.flink.sources import batch_source
+
+    with pytest.raises(ConfigError, match="execution must be 'process' or 'thread'. Received: execution='jvm'"):
+        batch_source(object(), 3, _batch, execution="jvm")
+
+
 def test_digits_stream_visits_every_training_image_once_per_pass_in_a_new_order():
     stream = image_sets.ImageStream("digits", batch_size=100, seed=1)
     x, y = image_sets.load_digits()

@@ -42,6 +42,8 @@ def parse_args(argv):
                         help="TrainConfig.trainer of our systems")
     parser.add_argument("--replica-execution", choices=["thread", "process"], default="thread",
                         help="TrainConfig.replica_execution of every system's training operators (default: thread)")
+    parser.add_argument("--source-execution", choices=["thread", "process"], default="process",
+                        help="where the batch source's make_batch runs (batch_source's execution)")
     parser.add_argument("--outdir", required=True)
     parser.add_argument("--barrier", metavar="DIR", help="--system limit: start the loop once --processes "
                                                         "processes have written a file into DIR (so they overlap)")
@@ -114,7 +116,8 @@ def main(argv=None):
     for option in args.option:
         key, _, value = option.partition("=")
         env_configuration(env).set_string(key, value)
-    batches = batch_source(env, args.batches, workload.make_batch, rate=args.rate, name="bench")
+    batches = batch_source(env, args.batches, workload.make_batch, rate=args.rate, name="bench",
+                           execution=args.source_execution)
     held = max(256, args.batches)  # open loop: a waiting replica holds what arrives (the backlog is the measure)
     staleness = {"bounded": args.staleness_bound, "sync": 0}.get(args.system)  # dasgd and the baselines: None
     config = TrainConfig(replicas=args.replicas, staleness_bound=staleness, tf_intra_op_threads=args.tf_threads,

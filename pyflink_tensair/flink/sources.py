@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from ..config import ReplicaExecution
 from ..core import wire
 from ..core.messages import Batch
 from ..errors import ConfigError
@@ -68,11 +69,14 @@ class PacedBatches:
         return wire.encode_batch(Batch(batch.x, batch.y, meta))
 
 
-def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: float = 0.0, name: str = "tensair"):
+def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: float = 0.0, name: str = "tensair",
+                 execution: str = "process"):
     """A stream of ``count`` encoded batches, ``make_batch(0) .. make_batch(count - 1)``, paced at
     ``rate`` batches per second (0: as fast as the job takes them). See :class:`PacedBatches`.
 
-    ``make_batch`` runs in a Python worker: make it a module-level function or a
+    ``make_batch`` runs in a Python worker (``execution="process"``) or, with ``"thread"``,
+    inside the TaskManager's JVM like thread-mode replicas (no Beam crossing for the batch; it
+    shares that TaskManager's GIL with them): make it a module-level function or a
     ``functools.partial`` of one, and load data sets lazily inside it (once per worker).
 
     Example::
@@ -86,8 +90,26 @@ def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: f
     if not isinstance(count, int) or count < 1:
         raise ConfigError(f"count must be an int >= 1. Received: count={count!r}")
     paced = PacedBatches(make_batch, rate)  # checks the rate here, before the job starts
+    if execution not in tuple(ReplicaExecution) + tuple(m.value for m in ReplicaExecution):
+        raise ConfigError(f"execution must be 'process' or 'thread'. Received: execution={execution!r}")
     use_this_interpreter(env)
     numbers = number_sequence(env, 0, count - 1, name=f"{name}: batch numbers", uid=f"{name}-batch-numbers")
-    return (numbers.map(paced, output_type=types.bytes_type())
-            .name(f"{name}: make batches" + (f" at {rate:g}/s" if rate else "")).uid(f"{name}-make-batches")
+    if ReplicaExecution(execution) is ReplicaExecution.PROCESS:
+        made = numbers.map(paced, output_type=types.bytes_type())
+    else:
+        from .execution import process
+
+        made = process(numbers, _PacedProcess(paced), types.bytes_type(), execution)
+    return (made.name(f"{name}: make batches" + (f" at {rate:g}/s" if rate else "")).uid(f"{name}-make-batches")
             .set_parallelism(1))
+
+
+def _PacedProcess(paced: PacedBatches):
+    """``paced`` as a ProcessFunction: the one kind of non-keyed operator ``execution.process`` builds."""
+    from pyflink.datastream import ProcessFunction
+
+    class PacedProcess(ProcessFunction):
+        def process_element(self, value, ctx):
+            yield paced(value)
+
+    return PacedProcess()
