@@ -30,6 +30,8 @@ def main(argv=None) -> int:
     p_run.add_argument("--seconds", type=float, help="arrival seconds per probe")
     p_run.add_argument("--replica-execution", choices=["process", "thread"],
                        help="where every system's training operators run (TrainConfig.replica_execution)")
+    p_run.add_argument("--source-execution", choices=["process", "thread"],
+                       help="where every system's batches are made (batch_source's execution)")
     p_run.add_argument("--bisections", type=int, help="bisection steps after the doubling (each halves the bracket)")
     p_run.add_argument("--results", default=DEFAULT_RESULTS, help=f"JSON lines to append to (default: {DEFAULT_RESULTS})")
     p_report = sub.add_parser("report", help="write docs/benchmarks.md and PNG plots from results")
@@ -54,6 +56,8 @@ def main(argv=None) -> int:
             spec.seconds = args.seconds
         if args.replica_execution:
             spec.replica_execution = args.replica_execution
+        if args.source_execution:
+            spec.source_execution = args.source_execution
         if args.bisections is not None:
             spec.bisections = args.bisections
         bad = [s for s in spec.systems if s not in SYSTEMS] + [w for w in spec.workloads if w not in ("dense", "sparse")] \

@@ -40,7 +40,8 @@ CANDIDATES: Dict[str, List[str]] = {
     "float16": ["--sparse-values", "float16"],  # sparse rows as half floats in gradient messages
     "embedded": ["--replica-execution", "thread"],  # the replicas inside the TaskManager's JVM (PEMJA)
     "process": ["--replica-execution", "process"],  # the replicas in Python worker processes
-    "source-embedded": ["--source-execution", "thread"],  # the batch source's make_batch in the JVM too
+    "source-embedded": ["--source-execution", "thread"],  # the batch source's make_batch in the JVM (default)
+    "source-process": ["--source-execution", "process"],  # ... in a Python worker (the default until 2026-12-01)
 }
 
 

@@ -27,7 +27,8 @@ HOLDOUT_START = 10 ** 9  # batch numbers of the held-out set, never in the strea
 def build_batches(env, args):
     make = functools.partial(teacher_classification_batch, batch_size=args.batch_size, features=FEATURES,
                              classes=CLASSES, seed=args.seed)
-    return batch_source(env, args.batches, make, rate=args.rate, name="quickstart")
+    return batch_source(env, args.batches, make, rate=args.rate, name="quickstart",
+                        execution=args.replica_execution)
 
 
 def main(argv=None):

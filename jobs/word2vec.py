@@ -164,7 +164,7 @@ def main(argv=None):
     batch_bytes = args.batch_size * (1 + 2 * (1 + args.negatives)) * 4
     config = flags.config_from_args(args, name="word2vec",
                                     buffer_capacity=flags.held_batches_capacity(args, total, batch_bytes))
-    output = train(batch_source(env, total, corpus, rate=args.rate, name="word2vec"), model=model, config=config,
+    output = train(batch_source(env, total, corpus, rate=args.rate, name="word2vec", execution=args.replica_execution), model=model, config=config,
                    probe=probe, probe_every_s=args.probe_every)
     outdir = os.path.abspath(args.outdir or flags.default_outdir("word2vec"))
     args.outdir = outdir

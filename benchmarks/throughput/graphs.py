@@ -170,5 +170,8 @@ def single(batches, *, model, config: TrainConfig) -> DataStream:
 
     env = StreamExecutionEnvironment(batches._j_data_stream.getExecutionEnvironment())
     prepare_environment(env, config)
-    return (process(batches, _SingleModel(model, config), Types.STRING(), config.replica_execution)
-            .name(f"{config.name}: one model").uid(f"{config.name}-one-model").set_parallelism(1))
+    one = (process(batches, _SingleModel(model, config), Types.STRING(), config.replica_execution)
+           .name(f"{config.name}: one model").uid(f"{config.name}-one-model").set_parallelism(1))
+    # a thread-mode batch source would share the model's task: two PEMJA interpreters on one
+    # thread (see flinkml); in process mode PyFlink chains operators of different modes never
+    return one.start_new_chain() if config.replica_execution is ReplicaExecution.THREAD else one

@@ -42,7 +42,7 @@ def parse_args(argv):
                         help="TrainConfig.trainer of our systems")
     parser.add_argument("--replica-execution", choices=["thread", "process"], default="thread",
                         help="TrainConfig.replica_execution of every system's training operators (default: thread)")
-    parser.add_argument("--source-execution", choices=["thread", "process"], default="process",
+    parser.add_argument("--source-execution", choices=["thread", "process"], default="thread",
                         help="where the batch source's make_batch runs (batch_source's execution)")
     parser.add_argument("--outdir", required=True)
     parser.add_argument("--barrier", metavar="DIR", help="--system limit: start the loop once --processes "

@@ -107,7 +107,8 @@ def write_report(results: str, out: str, command: Optional[str] = None) -> None:
              f"Machine: {m['cores']} cores, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}  ",
              f"TensorFlow: {any_record['tf_intra_op_threads']} intra-op thread per replica (and per baseline operator).  ",
              f"Training operators (every system's): Python in {any_record.get('replica_execution', 'process')} mode "
-             "(`TrainConfig.replica_execution`).",
+             "(`TrainConfig.replica_execution`); batches made in "
+             f"{any_record.get('source_execution', 'process')} mode (`batch_source(execution=...)`).",
              "",
              "Sustainable throughput: the highest arrival rate (mini-batches/s, open-loop source, batch i due at "
              "i / rate) at which the delay between a batch's due time and the end of its training stops growing "

@@ -50,6 +50,7 @@ class Spec:
     staleness_bound: int = 4  # of the system "bounded"
     tf_threads: int = 1
     replica_execution: str = "thread"  # TrainConfig.replica_execution of every system's training operators
+    source_execution: str = "thread"  # batch_source's execution: where every system's batches are made
     probe_timeout_s: float = 600.0
     limit_batches: int = 60
 
@@ -80,7 +81,8 @@ def _run_probe(spec: Spec, system: str, workload: str, replicas: int, rate: floa
     try:
         args = ["--system", system, "--workload", workload, "--replicas", str(replicas), "--rate", str(rate),
                 "--batches", str(batches), "--staleness-bound", str(spec.staleness_bound), "--tf-threads", str(spec.tf_threads),
-                "--replica-execution", spec.replica_execution, "--outdir", outdir, *extra]
+                "--replica-execution", spec.replica_execution,
+                "--source-execution", spec.source_execution, "--outdir", outdir, *extra]
         from pyflink_tensair import cluster
 
         if mode == "cluster" and system != "limit":
@@ -195,7 +197,8 @@ def run_one(spec: Spec, system: str, workload: str, replicas: int, mode: str, cl
 
     record = {"system": system, "workload": workload, "replicas": replicas, "mode": mode,
               "description": workloads.get(workload).description,
-              "tf_intra_op_threads": spec.tf_threads, "replica_execution": spec.replica_execution, "staleness_bound": {"dasgd": None, "bounded": spec.staleness_bound, "sync": 0}.get(system),
+              "tf_intra_op_threads": spec.tf_threads, "replica_execution": spec.replica_execution,
+              "source_execution": spec.source_execution, "staleness_bound": {"dasgd": None, "bounded": spec.staleness_bound, "sync": 0}.get(system),
               "date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine()}
     try:
         if system == "limit":
