@@ -92,21 +92,23 @@ def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: f
     if not isinstance(count, int) or count < 1:
         raise ConfigError(f"count must be an int >= 1. Received: count={count!r}")
     paced = PacedBatches(make_batch, rate)  # checks the rate here, before the job starts
-    if execution not in tuple(ReplicaExecution) + tuple(m.value for m in ReplicaExecution):
-        raise ConfigError(f"execution must be 'process' or 'thread'. Received: execution={execution!r}")
+    try:
+        execution = ReplicaExecution(execution)
+    except ValueError:
+        raise ConfigError(f"execution must be 'process' or 'thread'. Received: execution={execution!r}") from None
     use_this_interpreter(env)
     numbers = number_sequence(env, 0, count - 1, name=f"{name}: batch numbers", uid=f"{name}-batch-numbers")
-    if ReplicaExecution(execution) is ReplicaExecution.PROCESS:
+    if execution is ReplicaExecution.PROCESS:
         made = numbers.map(paced, output_type=types.bytes_type())
     else:
         from .execution import process
 
-        made = process(numbers, _PacedProcess(paced), types.bytes_type(), execution)
+        made = process(numbers, _paced_process(paced), types.bytes_type(), execution)
     return (made.name(f"{name}: make batches" + (f" at {rate:g}/s" if rate else "")).uid(f"{name}-make-batches")
             .set_parallelism(1))
 
 
-def _PacedProcess(paced: PacedBatches):
+def _paced_process(paced: PacedBatches):
     """``paced`` as a ProcessFunction: the one kind of non-keyed operator ``execution.process`` builds."""
     from pyflink.datastream import ProcessFunction
 
