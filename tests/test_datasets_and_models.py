@@ -53,6 +53,22 @@ def test_synthetic_images_are_deterministic_and_labelled():
     assert a[0].shape == (4, 32, 32, 3) and a[1].max() < 10
 
 
+
+@pytest.mark.parametrize("index,batch_size,seed", [(0, 1, 0), (5, 7, 0), (123, 128, 3), (10 ** 9, 16, 1)])
+def test_synthetic_images_are_half_pattern_plus_half_uniform_noise_bit_for_bit(index, batch_size, seed):
+    """The definition the benchmark's recorded streams were made with, computed the plain way."""
+    patterns = np.random.default_rng([seed, 0]).uniform(0, 1, size=(10, 32, 32, 3)).astype(np.float32)
+    rng = np.random.default_rng([seed, 1, index])
+    y = rng.integers(0, 10, size=batch_size)
+    expected = 0.5 * patterns[y] + 0.5 * rng.uniform(0, 1, size=(batch_size, 32, 32, 3)).astype(np.float32)
+    x, labels = image_sets.synthetic_images(index, batch_size=batch_size, seed=seed)
+    assert x.dtype == np.float32 and labels.dtype == np.int64
+    assert x.tobytes() == expected.astype(np.float32).tobytes()
+    np.testing.assert_array_equal(labels, y)
+    x[:] = 0  # the caller owns its array: the cached patterns stay intact
+    again, _ = image_sets.synthetic_images(index, batch_size=batch_size, seed=seed)
+    assert again.tobytes() == expected.astype(np.float32).tobytes()
+
 def test_reference_cnn_sizes():
     pytest.importorskip("keras")
     from pyflink_tensair.models import zoo

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 from typing import List, Tuple
@@ -77,12 +78,26 @@ def write_cifar10(path: str, x: np.ndarray, y: np.ndarray) -> None:
 
 
 def synthetic_images(index: int, *, batch_size: int, seed: int = 0, classes: int = 10) -> Tuple[np.ndarray, np.ndarray]:
-    """Batch ``index`` of generated 32x32x3 images: a class-specific pattern plus noise (throughput runs)."""
-    patterns = np.random.default_rng([seed, 0]).uniform(0, 1, size=(classes, 32, 32, 3)).astype(np.float32)
+    """Batch ``index`` of generated 32x32x3 images: a class-specific pattern plus noise (throughput runs).
+
+    ``0.5 * pattern + 0.5 * noise`` in float32; the benchmark's source makes one batch per record
+    on the same cores as the replicas, so the arithmetic runs in place on one array (bit for bit
+    the values of the three-temporary expression it replaced: 4.9 -> 3.3 ms a batch of 128).
+    """
     rng = np.random.default_rng([seed, 1, int(index)])
     y = rng.integers(0, classes, size=batch_size)
-    x = 0.5 * patterns[y] + 0.5 * rng.uniform(0, 1, size=(batch_size, 32, 32, 3)).astype(np.float32)
-    return x.astype(np.float32), y.astype(np.int64)
+    x = rng.uniform(0, 1, size=(batch_size, 32, 32, 3)).astype(np.float32)
+    x *= np.float32(0.5)
+    x += _half_patterns(seed, classes)[y]
+    return x, y.astype(np.int64)
+
+
+@functools.lru_cache(maxsize=8)
+def _half_patterns(seed: int, classes: int) -> np.ndarray:
+    patterns = np.random.default_rng([seed, 0]).uniform(0, 1, size=(classes, 32, 32, 3)).astype(np.float32)
+    patterns *= np.float32(0.5)
+    patterns.setflags(write=False)
+    return patterns
 
 
 DIGITS_HOLDOUT = 297  # the last images of scikit-learn's digits are never streamed: a held-out test set
