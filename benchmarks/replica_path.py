@@ -9,6 +9,7 @@ are printed with the per-batch profile of the candidate's replicas::
 
     python -m benchmarks.replica_path --workload dense --replicas 1 --repeats 3 --candidates inline,thread,thread+uint8
     python -m benchmarks.replica_path --workload sparse --replicas 2 --candidates inline,thread --batches 200
+    python -m benchmarks.replica_path --workload dense --replicas 2 --candidates thread+embedded,thread+embedded+cluster
 
 Profile per trained batch (from the replicas' metrics, first fifth left out): ``model`` inside the
 model, ``codec`` decoding inputs and encoding outputs in the function, ``callback`` inside Flink's
@@ -18,7 +19,10 @@ waiting for input). ``CPU ms per batch``: all the job's processes' CPU time per 
 over the same window, by kind (the JVM, the Python workers: trainer and host threads together;
 with ``embedded`` the replicas' Python is inside the JVM's figure).
 
-A candidate without ``embedded`` runs its replicas in Python worker processes (``process``).
+A candidate without ``embedded`` runs its replicas in Python worker processes (``process``). The
+part ``cluster`` submits the run with ``flink run`` to a standalone cluster of two TaskManagers
+(one JVM each, slots spread evenly: one replica per TaskManager), started once for the whole
+command and stopped at its end; without it a run is a local mini-cluster (one JVM).
 """
 
 from __future__ import annotations
@@ -45,11 +49,20 @@ CANDIDATES: Dict[str, List[str]] = {
 }
 
 
+CLUSTER = "cluster"  # a candidate part that is not a probe_job argument: where the run is submitted
+
+
+def on_cluster(name: str) -> bool:
+    return CLUSTER in name.split("+")
+
+
 def candidate_args(name: str) -> List[str]:
     args = []
     for part in name.split("+"):
+        if part == CLUSTER:
+            continue
         if part not in CANDIDATES:
-            raise SystemExit(f"unknown candidate part {part!r}; known: {', '.join(CANDIDATES)}")
+            raise SystemExit(f"unknown candidate part {part!r}; known: {', '.join([*CANDIDATES, CLUSTER])}")
         args += CANDIDATES[part]
     if "--replica-execution" not in args:  # a candidate says where the replicas run, whatever the default
         args += CANDIDATES["process"]
@@ -88,10 +101,12 @@ def _median_cpu(runs, kind: str) -> str:
     return f"{statistics.median(values):.0f}" if values else "-"
 
 
-def run_candidate(spec, workload: str, replicas: int, batches: int, args: List[str]) -> dict:
+def run_candidate(spec, workload: str, replicas: int, batches: int, args: List[str], cluster_dir: str = None) -> dict:
+    """One unpaced run; with ``cluster_dir`` submitted to that standalone cluster (``flink run``)."""
     from benchmarks.throughput.run import _rate, _run_probe
 
-    result = _run_probe(spec, "dasgd", workload, replicas, 0.0, batches, "local", None, extra=args)
+    mode = "cluster" if cluster_dir else "local"
+    result = _run_probe(spec, "dasgd", workload, replicas, 0.0, batches, mode, cluster_dir, extra=args)
     records = sorted(result["records"], key=lambda m: m.time)
     kept = records[len(records) // 5:]
     used = result["cpu"].seconds_between(kept[0].time, kept[-1].time)
@@ -104,6 +119,17 @@ def run_ceiling(spec, workload: str, replicas: int, pixels_args: List[str]) -> f
     from benchmarks.throughput.run import run_limit
 
     return run_limit(spec, workload, replicas, extra=pixels_args)["sustainable_rate"]
+
+
+def _start_cluster() -> str:
+    """The full benchmark's standalone cluster (two TaskManagers, two slots each), in a new folder."""
+    import tempfile
+
+    from pyflink_tensair import cluster
+
+    folder = tempfile.mkdtemp(prefix="tensair-replica-path-cluster-")
+    cluster.start(folder, taskmanagers=2, slots=2, rest_port=29081, rpc_port=29123)
+    return folder
 
 
 def _median_loss(done) -> str:
@@ -129,17 +155,25 @@ def main(argv=None) -> int:
         candidate_args(name)  # fails early on a bad name
     runs: Dict[str, list] = {n: [] for n in names}
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    for repeat in range(args.repeats):
-        for name in names:
-            extra = candidate_args(name)
-            pixels = [a for i, a in enumerate(extra) if a == "--pixels" or (i and extra[i - 1] == "--pixels")]
-            limit = run_ceiling(spec, args.workload, args.replicas, pixels)
-            got = run_candidate(spec, args.workload, args.replicas, args.batches, extra)
-            got.update(limit=limit, ratio=got["rate"] / limit if got["rate"] and limit else None, repeat=repeat)
-            runs[name].append(got)
-            print(f"[{repeat + 1}/{args.repeats}] {name}: {got['rate']:.2f} batches/s, limit {limit:.2f}, "
-                  f"ratio {got['ratio']:.2f}; per batch (ms) {json.dumps(got['profile'])}; "
-                  f"CPU per batch (ms) {json.dumps(got['cpu_ms_per_batch'])}; final loss {got['final_loss']}", flush=True)
+    cluster_dir = _start_cluster() if any(on_cluster(n) for n in names) else None
+    try:
+        for repeat in range(args.repeats):
+            for name in names:
+                extra = candidate_args(name)
+                pixels = [a for i, a in enumerate(extra) if a == "--pixels" or (i and extra[i - 1] == "--pixels")]
+                limit = run_ceiling(spec, args.workload, args.replicas, pixels)
+                got = run_candidate(spec, args.workload, args.replicas, args.batches, extra,
+                                    cluster_dir if on_cluster(name) else None)
+                got.update(limit=limit, ratio=got["rate"] / limit if got["rate"] and limit else None, repeat=repeat)
+                runs[name].append(got)
+                print(f"[{repeat + 1}/{args.repeats}] {name}: {got['rate']:.2f} batches/s, limit {limit:.2f}, "
+                      f"ratio {got['ratio']:.2f}; per batch (ms) {json.dumps(got['profile'])}; "
+                      f"CPU per batch (ms) {json.dumps(got['cpu_ms_per_batch'])}; final loss {got['final_loss']}", flush=True)
+    finally:
+        if cluster_dir:
+            from pyflink_tensair import cluster
+
+            cluster.stop(cluster_dir)
     print(f"\n{args.workload}, {args.replicas} replica(s), {args.repeats} repetitions, {args.batches} batches per run, "
           f"started {started}\n")
     print("| candidate | probe_job arguments | batches/s (median, range) | limit | ratio (median, range) | "
@@ -160,7 +194,7 @@ def main(argv=None) -> int:
               f"{statistics.median(limits):.2f} | {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {cells} | "
               f"{_median_cpu(done, 'jvm')} / {_median_cpu(done, 'python_worker')} | {_median_loss(done)} |")
         summary.append({"candidate": name, "args": candidate_args(name), "workload": args.workload,
-                        "replicas": args.replicas, "batches": args.batches, "runs": runs[name], "started": started,
+                        "replicas": args.replicas, "mode": "cluster" if on_cluster(name) else "local", "batches": args.batches, "runs": runs[name], "started": started,
                         "machine": machine()})
     os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
     with open(args.results, "a") as f:

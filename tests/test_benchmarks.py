@@ -251,3 +251,43 @@ def test_replica_path_profile_is_per_batch_from_cumulative_metrics():
 
     got = profile([metrics(s, 0.05 * s) for s in range(1, 21)])
     assert got == {"wall": 50.0, "model": 30.0, "codec": 1.0, "callback": 20.0, "idle": 0.0, "outside": 30.0}
+
+
+def test_replica_path_candidates_name_probe_arguments_and_where_they_run():
+    from benchmarks.replica_path import candidate_args, on_cluster
+
+    assert candidate_args("thread+embedded") == ["--trainer", "thread", "--replica-execution", "thread"]
+    assert candidate_args("thread+embedded+cluster") == candidate_args("thread+embedded")
+    assert on_cluster("thread+embedded+cluster") and not on_cluster("thread+embedded")
+    assert candidate_args("inline")[-2:] == ["--replica-execution", "process"]  # the replicas' place always said
+    with pytest.raises(SystemExit, match="unknown candidate part 'clustr'.*cluster"):
+        candidate_args("thread+clustr")
+
+
+def test_thread_cpu_labels_threads_by_kind_and_counts_batches_in_the_window(tmp_path):
+    import os
+    import threading
+
+    from benchmarks import thread_cpu
+
+    assert thread_cpu._kind(7, "bench: replicas", {7: "Source: x (1/2)#0"}, {7: "Dummy-1"}) == "java: Source: x (#/#)##"
+    assert thread_cpu._kind(8, "bench: replicas", {}, {8: "tensair-trainer-1"}) == "python: tensair-trainer-#"
+    assert thread_cpu._kind(9, "bench: replicas", {}, {}) == "native: bench: replicas"
+    for replica, steps in ((0, [(10.0, 5), (11.0, 9), (12.0, 14)]), (1, [(10.5, 4), (11.5, 6)])):
+        with open(tmp_path / f"metrics-{replica}.jsonl", "w") as f:
+            for t, step in steps:
+                f.write(f'{{"replica": {replica}, "phase": "batch", "time": {t}, "local_step": {step}}}\n')
+            f.write('{"replica": 0, "phase": "ba')  # a line still being written
+    assert thread_cpu.trained_between(str(tmp_path), 10.0, 11.6) == (9 - 5) + (6 - 4)
+    assert thread_cpu.trained_between(str(tmp_path), 20.0, 30.0) is None
+
+    done = threading.Event()
+    spinner = threading.Thread(target=lambda: [sum(range(10_000)) for _ in iter(lambda: done.is_set(), True)])
+    spinner.start()
+    try:
+        window = thread_cpu.measure(os.getpid(), 0.3, java=False, python=False)
+    finally:
+        done.set()
+        spinner.join()
+    assert spinner.native_id in window.threads and window.threads[spinner.native_id][1] > 0.05
+    assert window.cpu_s == pytest.approx(sum(window.by_kind().values()))
