@@ -46,6 +46,8 @@ CANDIDATES: Dict[str, List[str]] = {
     "process": ["--replica-execution", "process"],  # the replicas in Python worker processes
     "source-embedded": ["--source-execution", "thread"],  # the batch source's make_batch in the JVM (default)
     "source-process": ["--source-execution", "process"],  # ... in a Python worker (the default until 2026-12-01)
+    "broadcast-4": ["--broadcast-every", "4"],  # a replica's gradients of 4 local steps summed into one message
+    "broadcast-8": ["--broadcast-every", "8"],  # ... of 8 (TensAIR's knob: fewer messages, staler peers)
 }
 
 

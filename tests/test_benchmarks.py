@@ -264,6 +264,15 @@ def test_replica_path_candidates_name_probe_arguments_and_where_they_run():
         candidate_args("thread+clustr")
 
 
+def test_probe_job_passes_broadcast_every_to_our_replicas():
+    from benchmarks.replica_path import candidate_args
+    from benchmarks.throughput.probe_job import parse_args
+
+    base = ["--system", "dasgd", "--workload", "dense", "--batches", "10", "--outdir", "/tmp/x"]
+    assert parse_args(base).broadcast_every == 1
+    assert parse_args(base + candidate_args("thread+broadcast-8")).broadcast_every == 8
+
+
 def test_thread_cpu_labels_threads_by_kind_and_counts_batches_in_the_window(tmp_path):
     import os
     import threading

@@ -52,6 +52,9 @@ def parse_args(argv):
                         help="our systems: TrainConfig.checkpoint_interval_s (0: no checkpoints)")
     parser.add_argument("--checkpoint-dir", help="TrainConfig.checkpoint_dir (default: <outdir>/checkpoints)")
     parser.add_argument("--sparse-values", choices=SPARSE_VALUES, default="float32", help="TrainConfig.sparse_values")
+    parser.add_argument("--broadcast-every", type=int, default=1,
+                        help="TrainConfig.broadcast_every of our systems: local steps summed into one message "
+                             "(TensAIR's batching of gradients; 1 with --system sync)")
     parser.add_argument("--state-backend", choices=["hashmap", "rocksdb"], default="hashmap", help="TrainConfig.state_backend")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a Flink setting for the job's environment (repeatable), e.g. python.fn-execution.memory.managed=false")
@@ -124,7 +127,7 @@ def main(argv=None):
                          buffer_capacity=held, trainer=args.trainer, name="bench",
                          replica_execution=args.replica_execution,
                          checkpoint_interval_s=args.checkpoint_interval or None, state_backend=args.state_backend,
-                         sparse_values=args.sparse_values,
+                         sparse_values=args.sparse_values, broadcast_every=args.broadcast_every,
                          checkpoint_dir=(args.checkpoint_dir or os.path.join(os.path.abspath(args.outdir), "checkpoints"))
                          if args.checkpoint_interval else None)
     if args.system in OURS:
