@@ -123,17 +123,6 @@ def run_ceiling(spec, workload: str, replicas: int, pixels_args: List[str]) -> f
     return run_limit(spec, workload, replicas, extra=pixels_args)["sustainable_rate"]
 
 
-def _start_cluster() -> str:
-    """The full benchmark's standalone cluster (two TaskManagers, two slots each), in a new folder."""
-    import tempfile
-
-    from pyflink_tensair import cluster
-
-    folder = tempfile.mkdtemp(prefix="tensair-replica-path-cluster-")
-    cluster.start(folder, taskmanagers=2, slots=2, rest_port=29081, rpc_port=29123)
-    return folder
-
-
 def _median_loss(done) -> str:
     losses = [r["final_loss"] for r in done if r.get("final_loss") is not None]
     return f"{statistics.median(losses):.4f}" if losses else "-"
@@ -149,7 +138,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batches", type=int, default=300, help="batches per candidate run")
     parser.add_argument("--results", default=os.path.join("benchmarks", "results", "replica_path.jsonl"))
     args = parser.parse_args(argv)
-    from benchmarks.throughput.run import Spec, machine
+    from benchmarks.throughput.run import Spec, machine, start_cluster
 
     spec = Spec(limit_batches=max(60, args.batches // (3 * args.replicas)), probe_timeout_s=900)
     names = [n for n in args.candidates.split(",") if n]
@@ -157,7 +146,7 @@ def main(argv=None) -> int:
         candidate_args(name)  # fails early on a bad name
     runs: Dict[str, list] = {n: [] for n in names}
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    cluster_dir = _start_cluster() if any(on_cluster(n) for n in names) else None
+    cluster_dir = start_cluster() if any(on_cluster(n) for n in names) else None
     try:
         for repeat in range(args.repeats):
             for name in names:

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
-_TICK = os.sysconf("SC_CLK_TCK")
+from benchmarks.throughput.cpu import stat_cpu_seconds
 
 
 def thread_cpu(pid: int) -> Dict[int, Tuple[str, float]]:
@@ -46,11 +46,11 @@ def thread_cpu(pid: int) -> Dict[int, Tuple[str, float]]:
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
                 name = f.read().strip()
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            threads[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / _TICK)
-        except (OSError, IndexError, ValueError):
+        except OSError:
             continue  # the thread ended between the listing and the read
+        used = stat_cpu_seconds(f"/proc/{pid}/task/{tid}/stat")
+        if used >= 0:
+            threads[int(tid)] = (name, used)
     return threads
 
 

@@ -23,13 +23,18 @@ from .memory import TreeSampler
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_seconds(pid: int) -> float:
+def stat_cpu_seconds(stat_path: str) -> float:
+    """utime + stime of a ``/proc/.../stat`` file (a process's, or a thread's under ``task/``); -1 if gone."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
+        with open(stat_path) as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
+        return (int(fields[11]) + int(fields[12])) / _TICK
     except (OSError, IndexError, ValueError):
         return -1.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    return stat_cpu_seconds(f"/proc/{pid}/stat")
 
 
 class ProcessCpu(TreeSampler):

@@ -236,6 +236,16 @@ def run_one(spec: Spec, system: str, workload: str, replicas: int, mode: str, cl
     return record
 
 
+def start_cluster() -> str:
+    """The benchmark's standalone cluster (two TaskManagers, two slots each) in a new folder; stop
+    it with ``pyflink_tensair.cluster.stop(folder)``."""
+    from pyflink_tensair import cluster
+
+    folder = tempfile.mkdtemp(prefix="tensair-bench-cluster-")
+    cluster.start(folder, taskmanagers=2, slots=2, rest_port=29081, rpc_port=29123)
+    return folder
+
+
 def run(spec: Spec, results_path: str, log=print) -> List[dict]:
     from pyflink_tensair import cluster
 
@@ -244,8 +254,7 @@ def run(spec: Spec, results_path: str, log=print) -> List[dict]:
     cluster_dir = None
     try:
         if "cluster" in spec.modes:
-            cluster_dir = tempfile.mkdtemp(prefix="tensair-bench-cluster-")
-            cluster.start(cluster_dir, taskmanagers=2, slots=2, rest_port=29081, rpc_port=29123)
+            cluster_dir = start_cluster()
         for workload in spec.workloads:
             limits = {}
             for replicas in spec.replicas:  # always measured: the limit also sets where each search starts
