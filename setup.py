@@ -15,6 +15,7 @@ setup(
         "tensorflow-cpu>=2.16,<2.21",
         "keras>=3.3,<4",
         "numpy>=1.24,<2.2",
+        "scipy>=1.10",  # the drift detectors' t and F quantiles
     ],
     extras_require={"test": ["pytest>=8"], "jobs": ["scikit-learn>=1.3", "matplotlib>=3.7"]},
 )

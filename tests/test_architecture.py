@@ -1,6 +1,6 @@
 """The folders show the architecture, and these rules keep them honest:
 
-- the core (``core/``, ``config``, ``errors``, ``cache``, ``testing/``) and the use cases' data
+- the core (``core/``, ``drift/``, ``config``, ``errors``, ``cache``, ``testing/``) and the use cases' data
   code (``datasets/``, ``word2vec/``) never import pyflink, TensorFlow or Keras;
 - the library proper never imports the use-case code (``datasets/``, ``word2vec/``,
   ``models/zoo``) nor the jobs' command-line code (``cli/``);
@@ -51,7 +51,7 @@ def test_import_resolution_sees_relative_imports():
 
 
 def test_core_and_data_code_import_no_flink_and_no_tensorflow():
-    for path in _sources("core", "config.py", "errors.py", "cache.py", "testing", "datasets", "word2vec"):
+    for path in _sources("core", "drift", "config.py", "errors.py", "cache.py", "testing", "datasets", "word2vec"):
         for name in _imports(path):
             assert not name.startswith(("pyflink.", "tensorflow", "keras")) and name != "pyflink", \
                 f"{path.relative_to(PACKAGE)} imports {name}"
@@ -67,7 +67,7 @@ def test_the_library_never_imports_use_case_or_command_line_code():
 
 
 def test_importing_the_core_loads_no_pyflink_module():
-    code = ("import sys, pyflink_tensair, pyflink_tensair.core, pyflink_tensair.testing, pyflink_tensair.datasets, "
+    code = ("import sys, pyflink_tensair, pyflink_tensair.core, pyflink_tensair.drift, pyflink_tensair.testing, pyflink_tensair.datasets, "
             "pyflink_tensair.word2vec; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('pyflink', 'tensorflow', 'keras')]; "
             "print(bad); sys.exit(1 if bad else 0)")

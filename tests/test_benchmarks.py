@@ -300,3 +300,17 @@ def test_thread_cpu_labels_threads_by_kind_and_counts_batches_in_the_window(tmp_
         spinner.join()
     assert spinner.native_id in window.threads and window.threads[spinner.native_id][1] > 0.05
     assert window.cpu_s == pytest.approx(sum(window.by_kind().values()))
+
+
+def test_drift_detector_table_covers_every_stream_and_detector(tmp_path):
+    from benchmarks import drift_detectors
+
+    out = tmp_path / "drift.md"
+    rows = drift_detectors.main(["--seeds", "1", "--length-scale", "0.2", "--out", str(out)])
+    kinds = len(drift_detectors.DRIFTING) + len(drift_detectors.AT_REST)
+    assert len(rows) == kinds * len(drift_detectors.DETECTORS)
+    big = [r for r in rows if r["values"] == "gaussian" and r["shape"] == "abrupt" and r["magnitude"] == 1.0]
+    assert all(r["missed"] == 0 and r["drifts"] == 4 and r["median_delay"] < 300 for r in big)
+    assert all(r["drifts"] == 0 and r["median_delay"] is None for r in rows if r["shape"] == "none")
+    text = out.read_text()
+    assert "--seeds 1 --length-scale 0.2" in text and text.count("\n| gaussian |") == 3 * 3 * 2 + 3
