@@ -9,6 +9,7 @@ import scipy.stats
 
 from pyflink_tensair import drift
 from pyflink_tensair.drift.optwin import CutTable, cut_table
+from pyflink_tensair.drift.policy import AutoPolicy
 from pyflink_tensair.errors import ConfigError
 from pyflink_tensair.testing.drift_streams import DriftStream, detections, generate, score
 
@@ -182,3 +183,46 @@ def test_score_counts_first_detections_as_found_and_the_rest_as_false():
     assert score([5, 120, 130, 250], stream) == {"drifts": 2, "detected": 2, "missed": 0, "false_positives": 2,
                                                  "delays": [20, 50]}
     assert score([], stream)["missed"] == 2
+
+
+def test_auto_policy_converges_when_the_loss_stops_falling_by_the_tolerance():
+    policy = AutoPolicy(window=2, tolerance=0.1)
+    events = [policy.observe(v) for v in [4.0, 2.0, 1.0, 0.5, 0.5, 0.5, 0.5]]
+    assert events.index("converged") == 6 and events.count("converged") == 1 and not policy.training
+    slow, fast = AutoPolicy(window=2, tolerance=0.1), AutoPolicy(window=2, tolerance=0.1)
+    assert [slow.observe(v) for v in [1.0, 1.0, 0.95, 0.95]][-1] == "converged"  # 5% better: converged
+    assert [fast.observe(v) for v in [1.0, 1.0, 0.8, 0.8]][-1] is None  # 20% better: still learning
+    assert policy.convergences == 1
+
+
+def test_auto_policy_resumes_on_its_own_drift_or_a_peers_and_ignores_missing_losses():
+    policy = AutoPolicy(window=3, tolerance=0.5, detector="page_hinkley", detector_parameters={"threshold": 1.0, "min_values": 3})
+    for v in [1.0] * 6:
+        policy.observe(v)
+    assert not policy.training
+    assert policy.observe(None) is None and not policy.training
+    assert policy.on_peer_drift()  # serving: a peer's notice restarts training
+    assert policy.training and policy.peer_drifts == 1 and not policy.on_peer_drift()
+    for v in [1.0] * 6:
+        policy.observe(v)
+    events = [policy.observe(v) for v in [1.0] * 5 + [5.0] * 3]
+    assert "drift" in events and policy.training and policy.drifts == 1
+
+
+def test_auto_policy_snapshot_restores_phase_window_and_detector():
+    policy = AutoPolicy(window=4, tolerance=0.2)
+    rng = np.random.default_rng(8)
+    for v in rng.normal(1.0, 0.05, 60):
+        policy.observe(v)
+    copy = AutoPolicy.restore(json.loads(json.dumps(policy.snapshot())))
+    assert copy.snapshot() == policy.snapshot()
+    later = rng.normal(1.5, 0.05, 100)
+    assert [policy.observe(v) for v in later] == [copy.observe(v) for v in later]
+    assert copy.snapshot() == policy.snapshot()
+
+
+@pytest.mark.parametrize("arguments,field", [({"window": 0}, "window"), ({"tolerance": 1.0}, "tolerance"),
+                                             ({"detector": "nope"}, "detector")])
+def test_auto_policy_refuses_bad_settings(arguments, field):
+    with pytest.raises(ConfigError, match=field):
+        AutoPolicy(**arguments)

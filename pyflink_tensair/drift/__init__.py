@@ -2,7 +2,9 @@
 
 - :class:`OPTWIN` (the detector TensAIR pairs its replicas with) and :class:`PageHinkley`, behind
   one interface (:class:`DriftDetector`: ``update(value) -> bool``, ``last_drift``, ``snapshot()``);
-- :func:`make` builds one by name, :func:`restore` rebuilds one from its snapshot.
+- :func:`make` builds one by name, :func:`restore` rebuilds one from its snapshot;
+- :class:`AutoPolicy`: when a replica in ``auto`` mode trains and when it serves (converged,
+  drift, resume), its detector inside its state.
 
 No pyflink, TensorFlow or Keras here: the replicas hold a detector in their state, the benchmark
 ``python -m benchmarks.drift_detectors`` measures them on generated streams
@@ -19,5 +21,6 @@ Example::
 from .detector import Drift, DriftDetector, make, restore
 from .optwin import OPTWIN
 from .page_hinkley import PageHinkley
+from .policy import AutoPolicy
 
-__all__ = ["Drift", "DriftDetector", "OPTWIN", "PageHinkley", "make", "restore"]
+__all__ = ["AutoPolicy", "Drift", "DriftDetector", "OPTWIN", "PageHinkley", "make", "restore"]

@@ -1,0 +1,115 @@
+"""When a replica in ``auto`` mode trains and when it only serves: converged, drift, resume.
+
+The policy sees the prequential loss of every batch (measured before the batch is trained on)
+and is in one of two phases::
+
+    TRAINING --converged--> SERVING --drift (own detector, or a peer's)--> TRAINING
+
+- **Converged**: at least ``2 * window`` batches trained since training (re)started, and the mean
+  loss of the last ``window`` batches is not below ``(1 - tolerance)`` times the mean of the
+  ``window`` before them (the loss stopped falling by more than ``tolerance``, relative).
+- **Drift**: while serving, every batch's loss goes to the drift detector (OPTWIN by default); a
+  detection, or a peer's drift notice, starts training again. The detector starts afresh each time
+  serving starts: training losses fall, and a falling loss is not what it watches.
+
+The policy is pure and its whole state is a JSON-serialisable dict (``snapshot()``), detector
+included, so it survives a checkpoint with the replica that holds it.
+
+Example (a loss that settles at 1.0, then jumps to 3.0)::
+
+    >>> policy = AutoPolicy(window=10, tolerance=0.05)
+    >>> events = [policy.observe(loss) for loss in [5.0, 3.0, 2.0, 1.5, 1.2] + [1.0] * 30]
+    >>> events.index("converged"), policy.training
+    (23, False)
+    >>> [i for i, loss in enumerate([1.0] * 40 + [3.0] * 10) if policy.observe(loss) == "drift"]
+    [40]
+    >>> policy.training, policy.drifts
+    (True, 1)
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Deque, Optional
+
+from ..errors import ConfigError
+from . import detector as detectors
+from .detector import Drift
+
+
+class AutoPolicy:
+    """See the module. ``detector`` and ``detector_parameters`` choose the drift detector
+    (:func:`pyflink_tensair.drift.make`)."""
+
+    def __init__(self, *, window: int = 50, tolerance: float = 0.01, detector: str = "optwin",
+                 detector_parameters: Optional[dict] = None):
+        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+            raise ConfigError(f"window must be an int >= 1. Received: window={window!r}")
+        detectors.require_number("tolerance", tolerance, low=0.0, high=1.0, high_open=True)
+        self.window, self.tolerance = window, float(tolerance)
+        self.detector_kind, self.detector_parameters = detector, dict(detector_parameters or {})
+        self.detector = detectors.make(detector, **self.detector_parameters)
+        self.training = True
+        self.recent: Deque[float] = collections.deque(maxlen=2 * window)
+        self.convergences = 0
+        self.drifts = 0  # own detections
+        self.peer_drifts = 0  # notices from peers that restarted training here
+        self.last_drift: Optional[Drift] = None
+
+    def observe(self, loss: Optional[float]) -> Optional[str]:
+        """The next batch's prequential loss; returns ``"converged"``, ``"drift"`` or ``None``.
+        ``None`` losses (a batch without labels) change nothing."""
+        if loss is None:
+            return None
+        if self.training:
+            self.recent.append(float(loss))
+            if self._converged():
+                self.training = False
+                self.convergences += 1
+                self.detector.reset()
+                return "converged"
+            return None
+        if self.detector.update(loss):
+            self.drifts += 1
+            self.last_drift = self.detector.last_drift
+            self._resume()
+            return "drift"
+        return None
+
+    def on_peer_drift(self) -> bool:
+        """A peer detected a drift: train again. ``True`` if this changed the phase."""
+        if self.training:
+            return False
+        self.peer_drifts += 1
+        self._resume()
+        return True
+
+    def _resume(self) -> None:
+        self.training = True
+        self.recent.clear()
+
+    def _converged(self) -> bool:
+        if len(self.recent) < 2 * self.window:
+            return False
+        values = list(self.recent)
+        older = sum(values[:self.window]) / self.window
+        newer = sum(values[self.window:]) / self.window
+        return newer >= (1.0 - self.tolerance) * older
+
+    def snapshot(self) -> dict:
+        return {"window": self.window, "tolerance": self.tolerance, "detector_kind": self.detector_kind,
+                "detector_parameters": self.detector_parameters, "training": self.training,
+                "recent": list(self.recent), "convergences": self.convergences, "drifts": self.drifts,
+                "peer_drifts": self.peer_drifts, "last_drift": self.last_drift.to_dict() if self.last_drift else None,
+                "detector": self.detector.snapshot()}
+
+    @classmethod
+    def restore(cls, state: dict) -> "AutoPolicy":
+        policy = cls(window=state["window"], tolerance=state["tolerance"], detector=state["detector_kind"],
+                     detector_parameters=state["detector_parameters"])
+        policy.training = bool(state["training"])
+        policy.recent.extend(float(v) for v in state["recent"])
+        policy.convergences, policy.drifts, policy.peer_drifts = state["convergences"], state["drifts"], state["peer_drifts"]
+        policy.last_drift = Drift(**state["last_drift"]) if state["last_drift"] else None
+        policy.detector = detectors.restore(state["detector"])
+        return policy
