@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 
 # Every name loads on first use: importing a package must not import its subpackages (see _lazy).
 _NAMES = {
-    "LatencySettings": ".config", "Mode": ".config", "TrainConfig": ".config", "TrainerMode": ".config", "WorkerMode": ".config",
+    "AutoSettings": ".config", "LatencySettings": ".config", "Mode": ".config", "TrainConfig": ".config", "TrainerMode": ".config", "WorkerMode": ".config",
     "ReplicaExecution": ".config",
     "Batch": ".core.messages", "encode_batch": ".core.wire", "decode_batch": ".core.wire",
     "simulate": ".core.simulation", "SimulationResult": ".core.simulation",

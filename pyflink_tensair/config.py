@@ -22,14 +22,25 @@ from .errors import ConfigError
 SPARSE_VALUES = ("float32", "float16")  # how embedding rows may travel in gradient messages
 
 class Mode(str, enum.Enum):
-    """What a replica does with a mini-batch.
+    """What a replica does with a mini-batch; every batch is predicted in every mode.
 
-    ``TRAIN``: predict on it, then train on it (prequential, test-then-train).
-    ``SERVE``: predict on it only; gradients from peers are still applied.
+    ``TRAIN`` (also ``"always"``): predict on it, then train on it (prequential, test-then-train).
+    ``SERVE`` (also ``"never"``): predict on it only (e.g. a pre-trained model); gradients from
+    peers are still applied.
+    ``AUTO``: train until converged, then serve and watch the loss with a drift detector; on a
+    drift every replica trains again (:class:`AutoSettings`, :class:`~pyflink_tensair.drift.AutoPolicy`).
+
+        >>> Mode("always") is Mode.TRAIN, Mode("never") is Mode.SERVE
+        (True, True)
     """
 
     TRAIN = "train"
     SERVE = "serve"
+    AUTO = "auto"
+
+    @classmethod
+    def _missing_(cls, value):
+        return {"always": cls.TRAIN, "never": cls.SERVE}.get(value)
 
 
 class WorkerMode(str, enum.Enum):
@@ -85,6 +96,42 @@ def _is_int(value) -> bool:
 def _require_int(name: str, value, minimum: int) -> None:
     if not _is_int(value) or value < minimum:
         raise ConfigError(f"{name} must be an int >= {minimum}. Received: {name}={value!r}")
+
+
+@dataclass(frozen=True)
+class AutoSettings:
+    """How replicas in ``Mode.AUTO`` decide to stop and to resume training.
+
+    Attributes:
+        window: batches per window of the convergence test: converged once the mean prequential
+            loss of the last ``window`` batches is not below ``(1 - tolerance)`` times that of the
+            ``window`` before (at least ``2 * window`` batches after training started).
+        tolerance: the relative improvement below which the loss counts as no longer falling.
+        detector: the drift detector watching the loss while serving: ``"optwin"`` or
+            ``"page_hinkley"``; ``detector_parameters`` go to its constructor.
+
+    Example::
+
+        >>> AutoSettings(detector="page_hinkley", detector_parameters={"threshold": 5.0}).window
+        50
+    """
+
+    window: int = 50
+    tolerance: float = 0.01
+    detector: str = "optwin"
+    detector_parameters: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.detector_parameters, dict):
+            raise ConfigError(f"detector_parameters must be a dict. Received: detector_parameters={self.detector_parameters!r}")
+        self.policy()  # checks every field
+
+    def policy(self):
+        """A fresh :class:`~pyflink_tensair.drift.AutoPolicy` with these settings."""
+        from .drift.policy import AutoPolicy
+
+        return AutoPolicy(window=self.window, tolerance=self.tolerance, detector=self.detector,
+                          detector_parameters=self.detector_parameters)
 
 
 @dataclass(frozen=True)
@@ -148,7 +195,9 @@ class TrainConfig:
         buffer_capacity: mini-batches a replica holds while the staleness bound stops it. When
             the buffer is full the oldest held batch is trained at once, beyond the bound, and
             counted in the ``bound_overflows`` metric: no batch is ever dropped.
-        mode: :class:`Mode` the replicas start in.
+        mode: :class:`Mode` of the replicas: ``"train"`` (``"always"``), ``"serve"``
+            (``"never"``) or ``"auto"`` (not with ``staleness_bound=0``).
+        auto: :class:`AutoSettings` of ``Mode.AUTO``.
         seed: seeds model initialisation; every replica starts from the same weights.
         tf_intra_op_threads: TensorFlow intra-op threads per replica (``None``: TensorFlow's
             default, all cores).
@@ -191,6 +240,7 @@ class TrainConfig:
     broadcast_every: int = 1
     buffer_capacity: int = 256
     mode: Mode = Mode.TRAIN
+    auto: AutoSettings = field(default_factory=AutoSettings)
     seed: int = 0
     tf_intra_op_threads: Optional[int] = 1
     latency: Optional[LatencySettings] = field(default_factory=LatencySettings)
@@ -235,6 +285,12 @@ class TrainConfig:
                 raise ConfigError(
                     f"{name} must be one of {allowed}. Received: {name}={value!r}"
                 ) from None
+        if self.mode is Mode.AUTO and self.staleness_bound == 0:
+            raise ConfigError("mode 'auto' needs staleness_bound None or > 0: synchronous replicas would have to agree "
+                              "on the step at which they stop and resume training, which they do not yet. "
+                              "Received: mode='auto', staleness_bound=0")
+        if not isinstance(self.auto, AutoSettings):
+            raise ConfigError(f"auto must be an AutoSettings. Received: auto={self.auto!r}")
         if self.checkpoint_interval_s is not None and (
             isinstance(self.checkpoint_interval_s, bool) or not isinstance(self.checkpoint_interval_s, (int, float))
             or not self.checkpoint_interval_s >= 0.01

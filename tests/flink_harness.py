@@ -13,7 +13,7 @@ import numpy as np
 from pyflink.datastream import ProcessFunction
 
 from pyflink_tensair import TrainConfig, train
-from pyflink_tensair.core.events import FinalModel, Metrics
+from pyflink_tensair.core.events import FinalModel, Metrics, ModeChange
 from pyflink_tensair.datasets.teacher import encoded_teacher_batch
 from pyflink_tensair.flink import types
 from pyflink_tensair.flink.sinks import write_json_lines, write_records
@@ -23,6 +23,11 @@ from pyflink_tensair.models import zoo
 FEATURES, CLASSES = 20, 4
 MODEL = functools.partial(zoo.quickstart_classifier, features=FEATURES, classes=CLASSES)
 make_batch = functools.partial(encoded_teacher_batch, batch_size=32, features=FEATURES, classes=CLASSES, seed=0)
+
+
+def drifting_batch(index, *, at: int = 150):
+    """Teacher batches whose teacher changes at batch ``at`` (a concept drift)."""
+    return encoded_teacher_batch(index, batch_size=32, features=FEATURES, classes=CLASSES, seed=0 if index < at else 1)
 
 
 def garbage_after_three(index):
@@ -107,6 +112,7 @@ class JobResult:
     metrics: List[Metrics]
     models: Dict[int, FinalModel]
     predictions: List[dict]
+    mode_changes: List[ModeChange]
 
     def batch_ids_by_replica(self) -> Dict[int, List[int]]:
         """The batches each replica trained, in the order of its local steps."""
@@ -133,6 +139,7 @@ def run_training(outdir, batches: int, config: TrainConfig, *, maker=make_batch,
     out = train(batch_stream, model=model, config=config)
     write_json_lines(out.metrics, outdir, "metrics", name=config.name)
     write_records(out.models, outdir, "model", name=config.name)
+    write_json_lines(out.mode_changes, outdir, "mode-changes", name=config.name)
     predictions = out.predictions.map(types.prediction_json, output_type=Types.STRING()).name("json").uid("json")
     write_json_lines(predictions, outdir, "predictions", name=config.name)
     env.execute("test job")
@@ -146,7 +153,8 @@ def read_results(outdir) -> JobResult:
     models = [types.decode_final_model(open(p, "rb").read()) for p in sorted(glob.glob(os.path.join(str(outdir), "model-*.bin")))]
     return JobResult(metrics=[Metrics.from_json(line) for line in lines("metrics")],
                      models={m.replica: m for m in models},
-                     predictions=[json.loads(line) for line in lines("predictions")])
+                     predictions=[json.loads(line) for line in lines("predictions")],
+                     mode_changes=[ModeChange.from_json(line) for line in lines("mode-changes")])
 
 
 def sequential_reference(result: JobResult, maker=make_batch, model=MODEL, seed: int = 0) -> Dict[str, np.ndarray]:

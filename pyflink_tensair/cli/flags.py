@@ -24,7 +24,7 @@ import os
 import time
 from typing import Callable, Optional
 
-from ..config import SPARSE_VALUES, LatencySettings, ReplicaExecution, TrainConfig, TrainerMode, WorkerMode
+from ..config import SPARSE_VALUES, AutoSettings, LatencySettings, ReplicaExecution, TrainConfig, TrainerMode, WorkerMode
 from ..errors import ConfigError
 
 
@@ -144,6 +144,16 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
     parser.add_argument("--state-backend", choices=["hashmap", "rocksdb"], default="hashmap",
                         help="where Flink keeps the state between checkpoints: JVM heap (default) or RocksDB on disk")
     parser.add_argument("--checkpoint-dir", metavar="DIR", help="where checkpoints go (default: <outdir>/checkpoints)")
+    parser.add_argument("--mode", choices=["always", "never", "auto", "train", "serve"], default="always",
+                        help="always train (default), never (serve only, e.g. a pre-trained --model), or auto: train "
+                             "until the loss stops falling, then serve and train again on a drift (--drift-detector)")
+    parser.add_argument("--drift-detector", choices=["optwin", "page_hinkley"], default="optwin",
+                        help="the detector watching the loss while --mode auto serves (default: optwin)")
+    parser.add_argument("--converged-window", type=at_least(1, name="converged_window"), default=50,
+                        help="--mode auto: converged once the last N batches' mean loss is within --converged-tolerance "
+                             "of the N before (default: 50)")
+    parser.add_argument("--converged-tolerance", type=at_least(0, float, "converged_tolerance"), default=0.01,
+                        help="--mode auto: the relative improvement below which the loss no longer falls (default: 0.01)")
     parser.add_argument("--sparse-values", choices=SPARSE_VALUES, default="float32",
                         help="how embedding rows travel in gradient messages; float16 halves them (default: float32)")
     parser.add_argument("--export-every", metavar="SECONDS", type=greater_than(0, "export_every"),
@@ -183,7 +193,9 @@ def config_from_args(args, **overrides) -> TrainConfig:
                               buffer_timeout_ms=args.buffer_timeout_ms)
     fields = dict(replicas=args.replicas, staleness_bound=args.staleness_bound, broadcast_every=args.broadcast_every,
                   seed=args.seed, sparse_values=args.sparse_values, workers=args.workers, trainer=args.trainer,
-                  replica_execution=args.replica_execution, tf_intra_op_threads=args.tf_threads, latency=latency)
+                  replica_execution=args.replica_execution, tf_intra_op_threads=args.tf_threads, latency=latency,
+                  mode=args.mode, auto=AutoSettings(window=args.converged_window, tolerance=args.converged_tolerance,
+                                                    detector=args.drift_detector))
     if args.buffer_capacity is not None:
         fields["buffer_capacity"] = args.buffer_capacity
     if args.checkpoint_interval > 0:

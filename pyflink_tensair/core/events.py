@@ -65,6 +65,7 @@ class Metrics:
     callback_s: Optional[float] = None
     codec_s: Optional[float] = None
     idle_s: Optional[float] = None
+    trained: Optional[bool] = None  # whether this batch was trained on (False: served only); None off "batch" records
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -72,6 +73,36 @@ class Metrics:
     @staticmethod
     def from_json(text: str) -> "Metrics":
         return Metrics(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class ModeChange:
+    """A replica in ``auto`` mode stopped training (``training=False``, ``reason="converged"``) or
+    started again (``reason="drift"``: its own detector fired, ``statistics`` are the detector's;
+    ``"peer_drift"``: it followed replica ``origin``). ``batch_id``: the batch that decided it
+    (``-1`` for a peer's notice); ``local_step``: the replica's trained steps at that moment.
+
+    Example::
+
+        >>> ModeChange.from_json(ModeChange(0, 1.5, 7, 3, False, "converged", 0).to_json()).reason
+        'converged'
+    """
+
+    replica: int
+    time: float
+    batch_id: int
+    local_step: int
+    training: bool
+    reason: str
+    origin: int
+    statistics: Dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @staticmethod
+    def from_json(text: str) -> "ModeChange":
+        return ModeChange(**json.loads(text))
 
 
 @dataclass(frozen=True)

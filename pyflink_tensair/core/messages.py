@@ -127,4 +127,27 @@ class DoneMessage:
     acks: Tuple[int, ...] = ()
 
 
-PeerMessage = Union[GradientMessage, DoneMessage]
+@dataclass(frozen=True)
+class ModeMessage:
+    """A replica in ``auto`` mode tells its peers that it stopped or started training.
+
+    ``training=False`` (``reason="converged"``): it trained through ``step`` and now only serves,
+    so peers stop waiting for its later steps (the staleness bound holds among the replicas that
+    train). ``training=True``: it trains again from ``step + 1``; ``reason`` ``"drift"`` (its own
+    detector fired: every peer that serves starts training too) or ``"peer_drift"`` (it followed
+    replica ``origin``'s drift). ``sequence`` numbers the sender's mode changes; receivers keep
+    only the newest, so a re-sent one changes nothing.
+    """
+
+    sender: int
+    step: int
+    sequence: int
+    training: bool
+    reason: str
+    origin: int
+    acks: Tuple[int, ...] = ()  # see DoneMessage
+
+
+MODE_REASONS = ("converged", "drift", "peer_drift")
+
+PeerMessage = Union[GradientMessage, DoneMessage, ModeMessage]

@@ -11,6 +11,15 @@ States of a replica::
     RUNNING --on_input_end--> DRAINING --held batches trained, DoneMessage sent--> DONE_SENT
     DONE_SENT --every peer's DoneMessage received and applied--> FINISHED (FinalModel emitted)
 
+and, in ``Mode.AUTO``, its phase (:class:`~pyflink_tensair.drift.AutoPolicy`)::
+
+    TRAINING --loss converged: ModeMessage(training=False) to peers--> SERVING
+    SERVING --own drift, or a peer's drift ModeMessage: ModeMessage(training=True)--> TRAINING
+
+Every batch is predicted in every mode and phase; a serving replica still applies its peers'
+gradients. The staleness bound holds among the replicas that train: a replica that serves has
+told its peers the last step it trained, and they do not wait for steps it will not take.
+
 Two update rules, chosen by the staleness bound ``s``:
 
 * ``s = 0`` (synchronous SGD): a replica computes its step-``k`` gradient without applying it and
@@ -45,17 +54,19 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import time
 from typing import Callable, Deque, Dict, List, Optional
 
 import numpy as np
 
-from ..config import Mode, TrainConfig
+from ..config import AutoSettings, Mode, TrainConfig
+from ..drift.policy import AutoPolicy
 from ..errors import ConfigError, ProtocolError
 from . import wire
-from .events import Broadcast, FinalModel, Metrics, Prediction, weights_digest
+from .events import Broadcast, FinalModel, Metrics, ModeChange, Prediction, weights_digest
 from .gradients import average_gradients, dense_nbytes, round_sparse_values, sum_gradients
-from .messages import Batch, DoneMessage, GradientMessage, Gradients, PeerMessage, SparseGradient
+from .messages import Batch, DoneMessage, GradientMessage, Gradients, ModeMessage, PeerMessage, SparseGradient
 from .model_api import StepResult, TrainableModel
 
 Event = object
@@ -70,12 +81,12 @@ class Replica:
         """Replica ``replica_id`` of ``config.replicas``, with the config's protocol settings."""
         return cls(replica_id, config.replicas, model, staleness_bound=config.staleness_bound,
                    broadcast_every=config.broadcast_every, buffer_capacity=config.buffer_capacity,
-                   mode=config.mode, sparse_values=config.sparse_values, **kwargs)
+                   mode=config.mode, auto=config.auto, sparse_values=config.sparse_values, **kwargs)
 
     def __init__(self, replica_id: int, replicas: int, model: TrainableModel, *,
                  staleness_bound: Optional[int] = None, broadcast_every: int = 1,
-                 buffer_capacity: int = 64, mode: Mode = Mode.TRAIN, sparse_values: str = "float32",
-                 clock: Callable[[], float] = time.time):
+                 buffer_capacity: int = 64, mode: Mode = Mode.TRAIN, auto: Optional[AutoSettings] = None,
+                 sparse_values: str = "float32", clock: Callable[[], float] = time.time):
         if not 0 <= replica_id < replicas:
             raise ConfigError(f"replica_id must be in [0, {replicas}). Received: replica_id={replica_id}")
         if staleness_bound == 0 and broadcast_every != 1:
@@ -88,6 +99,9 @@ class Replica:
         self.broadcast_every = broadcast_every
         self.buffer_capacity = buffer_capacity
         self.mode = Mode(mode)
+        if self.mode is Mode.AUTO and staleness_bound == 0:
+            raise ConfigError("mode 'auto' needs staleness_bound None or > 0. Received: staleness_bound=0")
+        self.policy = (auto or AutoSettings()).policy() if self.mode is Mode.AUTO else None
         self.sparse_values = sparse_values  # how its messages' sparse rows travel (TrainConfig)
         self._clock = clock
         self._peers = [p for p in range(replicas) if p != replica_id]
@@ -100,6 +114,8 @@ class Replica:
         self.messages_applied = 0
         self.duplicates_dropped = 0
         self.bound_overflows = 0
+        self.batches_served = 0  # predicted without training (Mode.SERVE, or AUTO while serving)
+        self._mode_sequence = 0  # this replica's mode changes (AUTO)
         # protocol state
         self._applied: Dict[int, int] = {p: 0 for p in self._peers}  # contiguous high-water step
         self._applied_ahead: Dict[int, Dict[int, int]] = {p: {} for p in self._peers}  # first -> last
@@ -112,6 +128,9 @@ class Replica:
         self._unacked: Dict[int, GradientMessage] = {}  # step -> a message some peer has not acknowledged
         self._acked_by: Dict[int, int] = {p: 0 for p in self._peers}  # how far each peer holds ours
         self.messages_resent = 0
+        self._last_mode: Optional[ModeMessage] = None  # the newest mode change sent: re-sent after a restore
+        self._peer_mode: Dict[int, int] = {p: 0 for p in self._peers}  # newest mode sequence seen
+        self._peer_paused: Dict[int, bool] = {p: False for p in self._peers}  # serving in AUTO
         self.input_ended = False
         self.done_sent = False
         self.finished = False
@@ -132,14 +151,21 @@ class Replica:
     def held_batches(self) -> int:
         return len(self._held)
 
+    @property
+    def training(self) -> bool:
+        """Whether the next batch is trained on (``False``: predicted only)."""
+        if self.mode is Mode.SERVE:
+            return False
+        return self.policy.training if self.policy is not None else True
+
     def on_batch(self, batch: Batch) -> List[Event]:
         """A mini-batch arrives. Returns the events to emit."""
         if self.input_ended:
             raise ProtocolError(f"replica {self.id} received a batch after its input ended")
-        if self.mode is Mode.SERVE:
-            return self._serve(batch)
         out: List[Event] = []
-        if self._held or self._blocked():
+        if not self.training:
+            self._held.append(batch)  # after any batch held while training: _drain serves them in order
+        elif self._held or self._blocked():
             self._held.append(batch)
             if len(self._held) > self.buffer_capacity:
                 self.bound_overflows += 1
@@ -157,7 +183,9 @@ class Replica:
             raise ProtocolError(f"replica {self.id} received a message from sender {message.sender}")
         out: List[Event] = []
         self._note_acks(message)
-        if isinstance(message, DoneMessage):
+        if isinstance(message, ModeMessage):
+            self._on_mode(message, out)
+        elif isinstance(message, DoneMessage):
             self._peer_final[message.sender] = message.final_step
             if self.synchronous:
                 self._complete_sync_steps()
@@ -187,6 +215,8 @@ class Replica:
         out: List[Event] = [self._metrics("restored", None)]
         for step in sorted(self._unacked):
             out.append(Broadcast(dataclasses.replace(self._unacked[step], acks=self._acks())))
+        if self._last_mode is not None:  # receivers keep only the newest: a repeat changes nothing
+            out.append(Broadcast(dataclasses.replace(self._last_mode, acks=self._acks())))
         if self.done_sent:
             out.append(Broadcast(DoneMessage(self.id, self.local_step, self._acks())))
         self.messages_resent += len(out) - 1
@@ -207,9 +237,10 @@ class Replica:
     def _staleness(self) -> int:
         if self.synchronous:
             return self.local_step - self._sync_done
-        if not self._peers:
+        live = [p for p in self._peers if not self._peer_paused[p]]
+        if not live:
             return 0
-        return max(0, self.local_step - min(self._progress(p) for p in self._peers))
+        return max(0, self.local_step - min(self._progress(p) for p in live))
 
     def _blocked(self) -> bool:
         """Whether local step ``local_step + 1`` must wait for peers."""
@@ -218,7 +249,8 @@ class Replica:
         if self.staleness_bound is None:
             return False
         need = self.local_step - self.staleness_bound
-        return any(self._peer_final[p] is None and self._progress(p) < need for p in self._peers)
+        return any(self._peer_final[p] is None and not self._peer_paused[p] and self._progress(p) < need
+                   for p in self._peers)
 
     def _is_duplicate(self, message: GradientMessage) -> bool:
         if self.synchronous:
@@ -254,10 +286,36 @@ class Replica:
 
     # ------------------------------------------------------------------ training
 
-    def _serve(self, batch: Batch) -> List[Event]:
+    def _serve(self, batch: Batch, out: List[Event]) -> None:
         result = self._model_call(self.model.evaluate, batch)
         self._note_scores(result)
-        return [self._prediction(batch, result), self._metrics("batch", batch)]
+        self.batches_served += 1
+        out.append(self._prediction(batch, result))
+        out.append(self._metrics("batch", batch, trained=False))
+        if self.policy is not None and self.policy.observe(result.loss) == "drift":
+            self._change_mode("drift", batch, self.id, self.policy.last_drift.statistics, out)
+
+    # ------------------------------------------------------------------ modes (AUTO)
+
+    def _change_mode(self, reason: str, batch: Optional[Batch], origin: int, statistics: Dict[str, float],
+                     out: List[Event]) -> None:
+        """Tells the peers of the phase the policy is now in, and emits the change."""
+        training = self.policy.training
+        if not training:
+            self._flush_outgoing(out)  # the last steps' gradients before the pause
+        self._mode_sequence += 1
+        self._send(ModeMessage(self.id, self.local_step, self._mode_sequence, training, reason, origin), out)
+        out.append(ModeChange(self.id, self._clock(), batch.id if batch is not None else -1, self.local_step,
+                              training, reason, origin, dict(statistics)))
+
+    def _on_mode(self, message: ModeMessage, out: List[Event]) -> None:
+        if message.sequence <= self._peer_mode[message.sender]:
+            self.duplicates_dropped += 1
+            return
+        self._peer_mode[message.sender] = message.sequence
+        self._peer_paused[message.sender] = not message.training
+        if message.training and message.reason == "drift" and self.policy is not None and self.policy.on_peer_drift():
+            self._change_mode("peer_drift", None, message.sender, {}, out)
 
     def _train(self, batch: Batch, out: List[Event]) -> None:
         staleness = self._staleness()
@@ -280,7 +338,9 @@ class Replica:
                 self._flush_outgoing(out)
         self._note_scores(result)
         self._train_times.append(self._clock())
-        out.append(self._metrics("batch", batch, staleness))
+        out.append(self._metrics("batch", batch, staleness, trained=True))
+        if self.policy is not None and self.policy.observe(result.loss) == "converged":
+            self._change_mode("converged", batch, self.id, {"loss": result.loss if result.loss is not None else float("nan")}, out)
 
     def _complete_sync_steps(self) -> None:
         """Applies the averaged update of every step whose contributions are all in."""
@@ -310,10 +370,12 @@ class Replica:
         self._send(GradientMessage(self.id, self.local_step, self._outgoing_first, total), out)
 
     def _send(self, message: PeerMessage, out: List[Event]) -> None:
-        if not self._peers and isinstance(message, GradientMessage):
+        if not self._peers and isinstance(message, (GradientMessage, ModeMessage)):
             return  # nobody to tell; the done marker still goes out, it ends the feedback channel
         self.messages_sent += 1
         message = dataclasses.replace(message, acks=self._acks())
+        if isinstance(message, ModeMessage):
+            self._last_mode = message
         if isinstance(message, GradientMessage):
             self.bytes_sent += _payload_nbytes(message.gradients, self.sparse_values)
             self.dense_bytes_sent += dense_nbytes(message.gradients)
@@ -322,8 +384,12 @@ class Replica:
 
     def _drain(self, out: List[Event]) -> None:
         """Trains held batches while the bound allows, then moves towards the end states."""
-        while self._held and not self._blocked():
-            self._train(self._held.popleft(), out)
+        while self._held and (not self.training or not self._blocked()):
+            batch = self._held.popleft()
+            if self.training:
+                self._train(batch, out)
+            else:  # held while training, served now that the replica serves
+                self._serve(batch, out)
         if self._held and self._blocked():
             self._flush_outgoing(out)
         if self.input_ended and not self._held and not self.done_sent:
@@ -370,7 +436,8 @@ class Replica:
             return 0.0
         return (len(times) - 1) / (times[-1] - times[0])
 
-    def _metrics(self, phase: str, batch: Optional[Batch], staleness: Optional[int] = None) -> Metrics:
+    def _metrics(self, phase: str, batch: Optional[Batch], staleness: Optional[int] = None,
+                 trained: Optional[bool] = None) -> Metrics:
         now = self._clock()
         scheduled = batch.meta.get("scheduled_at") if batch is not None else None
         return Metrics(
@@ -383,13 +450,14 @@ class Replica:
             duplicates_dropped=self.duplicates_dropped, bound_overflows=self.bound_overflows,
             batch_id=batch.id if batch is not None else -1,
             delay_s=(now - scheduled) if isinstance(scheduled, (int, float)) else None,
-            model_busy_s=round(self.model_busy_s, 6))
+            model_busy_s=round(self.model_busy_s, 6), trained=trained)
 
     # ------------------------------------------------------------------ state
 
     _COUNTERS = ("local_step", "model_version", "messages_sent", "bytes_sent", "dense_bytes_sent",
                  "messages_applied", "duplicates_dropped", "bound_overflows", "_sync_done",
-                 "_outgoing_first", "input_ended", "done_sent", "finished", "messages_resent")
+                 "_outgoing_first", "input_ended", "done_sent", "finished", "messages_resent",
+                 "batches_served", "_mode_sequence")  # append only: older snapshots restore the first ones
 
     def snapshot(self) -> Dict[str, np.ndarray]:
         """Everything the replica needs to resume, as a flat dict of plain arrays.
@@ -416,6 +484,12 @@ class Replica:
         for step, message in self._unacked.items():
             state[f"unacked/{step:012d}"] = _as_uint8(wire.encode_message(message, self.sparse_values))
         state["acked_by"] = np.array([self._acked_by.get(p, 0) for p in range(self.replicas)], np.int64)
+        state["peer_mode"] = np.array([self._peer_mode.get(p, 0) for p in range(self.replicas)], np.int64)
+        state["peer_paused"] = np.array([self._peer_paused.get(p, False) for p in range(self.replicas)], np.int64)
+        if self._last_mode is not None:
+            state["last_mode"] = _as_uint8(wire.encode_message(self._last_mode))
+        if self.policy is not None:
+            state["policy"] = _as_uint8(json.dumps(self.policy.snapshot(), separators=(",", ":")).encode())
         return state
 
     def restore(self, state: Dict[str, np.ndarray]) -> None:
@@ -440,6 +514,13 @@ class Replica:
             self._unacked[message.step] = message
         acked_by = state.get("acked_by", np.zeros(self.replicas, np.int64))
         self._acked_by = {p: int(acked_by[p]) for p in self._peers}
+        peer_mode = state.get("peer_mode", np.zeros(self.replicas, np.int64))
+        peer_paused = state.get("peer_paused", np.zeros(self.replicas, np.int64))
+        self._peer_mode = {p: int(peer_mode[p]) for p in self._peers}
+        self._peer_paused = {p: bool(peer_paused[p]) for p in self._peers}
+        self._last_mode = wire.decode_message(state["last_mode"].tobytes()) if "last_mode" in state else None
+        if self.policy is not None and "policy" in state:
+            self.policy = AutoPolicy.restore(json.loads(state["policy"].tobytes().decode()))
 
 
 def _payload_nbytes(gradients: Gradients, sparse_values: str) -> int:

@@ -30,7 +30,7 @@ import numpy as np
 from ..config import TrainConfig, as_train_config
 from ..errors import ConfigError, ProtocolError
 from . import wire
-from .events import Broadcast, FinalModel, Metrics, Prediction
+from .events import Broadcast, FinalModel, Metrics, ModeChange, Prediction
 from .messages import Batch
 from .model_api import TrainableModel
 from .replica import Replica
@@ -51,6 +51,7 @@ class SimulationResult:
     predictions: List[Prediction] = field(default_factory=list)
     metrics: List[Metrics] = field(default_factory=list)
     final_models: Dict[int, FinalModel] = field(default_factory=dict)
+    mode_changes: List[ModeChange] = field(default_factory=list)  # Mode.AUTO's converged / drift events
     messages: int = 0
     message_bytes: int = 0
 
@@ -122,6 +123,8 @@ def simulate(make_model: Callable[[int], TrainableModel], batches: Sequence[Batc
                 result.metrics.append(event)
             elif isinstance(event, FinalModel):
                 result.final_models[event.replica] = event
+            elif isinstance(event, ModeChange):
+                result.mode_changes.append(event)
 
     def on_message(peer: int, message, tick: int) -> None:
         collect(peer, nodes[peer].on_gradient(message), tick)

@@ -4,7 +4,8 @@ Layout of one record (all integers little-endian)::
 
     0  4 bytes  magic b"TSNR"
     4  u8       format version (1)
-    5  u8       kind: 1 batch, 2 gradient message, 3 done marker, 4 tensors, 5 start marker
+    5  u8       kind: 1 batch, 2 gradient message, 3 done marker, 4 tensors, 5 start marker,
+                (6, 7: the replica operator's own markers), 8 mode message
     6  u16      reserved, 0
     8  u32      header length H
     12 H bytes  header: UTF-8 JSON {"meta": {...}, "tensors": [{name, dtype, shape, offset, nbytes}]}
@@ -33,7 +34,7 @@ import numpy as np
 
 from ..config import SPARSE_VALUES
 from ..errors import WireFormatError
-from .messages import Batch, DoneMessage, GradientMessage, PeerMessage, SparseGradient
+from .messages import MODE_REASONS, Batch, DoneMessage, GradientMessage, ModeMessage, PeerMessage, SparseGradient
 
 MAGIC = b"TSNR"
 VERSION = 1
@@ -44,9 +45,10 @@ KIND_TENSORS = 4
 KIND_START = 5
 KIND_SNAPSHOT = 6  # from the replica operator (Java) before a checkpoint barrier
 KIND_OPEN = 7  # from the replica operator once its Python worker is up
+KIND_MODE = 8
 KIND_OFFSET = 5  # where the Java channel looks for KIND_DONE
 _KIND_NAMES = {KIND_BATCH: "batch", KIND_GRADIENT: "gradient", KIND_DONE: "done", KIND_TENSORS: "tensors",
-               KIND_START: "start", KIND_SNAPSHOT: "snapshot", KIND_OPEN: "open"}
+               KIND_START: "start", KIND_SNAPSHOT: "snapshot", KIND_OPEN: "open", KIND_MODE: "mode"}
 
 _PREFIX = struct.Struct("<4sBBHI")
 _ALIGN = 8
@@ -262,6 +264,10 @@ def encode_message(message: PeerMessage, sparse_values: str = "float32") -> byte
     if isinstance(message, DoneMessage):
         return encode_record(KIND_DONE, {"sender": message.sender, "final_step": message.final_step,
                                          "acks": [int(a) for a in message.acks]}, {})
+    if isinstance(message, ModeMessage):
+        return encode_record(KIND_MODE, {"sender": message.sender, "step": message.step, "sequence": message.sequence,
+                                         "training": bool(message.training), "reason": message.reason,
+                                         "origin": message.origin, "acks": [int(a) for a in message.acks]}, {})
     tensors, sparse = {}, {}
     for name, grad in message.gradients.items():
         if isinstance(grad, SparseGradient):
@@ -277,10 +283,12 @@ def encode_message(message: PeerMessage, sparse_values: str = "float32") -> byte
 
 
 def decode_message(data) -> PeerMessage:
-    """Decodes a gradient message or a done marker."""
+    """Decodes a gradient message, a done marker or a mode message."""
     kind, meta, tensors = decode_record(data)
     if kind == KIND_DONE:
         return DoneMessage(_require_meta_int(meta, "sender", 0), _require_meta_int(meta, "final_step", 0), _acks(meta))
+    if kind == KIND_MODE:
+        return _decode_mode(meta, tensors)
     _expect_kind(kind, KIND_GRADIENT)
     sender = _require_meta_int(meta, "sender", 0)
     step = _require_meta_int(meta, "step", 1)
@@ -312,6 +320,16 @@ def decode_message(data) -> PeerMessage:
     if tensors:
         raise WireFormatError(f"gradient record has unexpected tensors {sorted(tensors)}")
     return GradientMessage(sender=sender, step=step, first_step=first_step, gradients=gradients, acks=_acks(meta))
+
+
+def _decode_mode(meta: Mapping, tensors: Mapping) -> ModeMessage:
+    training, reason = meta.get("training"), meta.get("reason")
+    if not isinstance(training, bool) or reason not in MODE_REASONS or tensors:
+        raise WireFormatError(f"mode record needs a bool 'training', a 'reason' in {MODE_REASONS} and no tensors. "
+                              f"Received: training={training!r}, reason={reason!r}, {len(tensors)} tensors")
+    return ModeMessage(_require_meta_int(meta, "sender", 0), _require_meta_int(meta, "step", 0),
+                       _require_meta_int(meta, "sequence", 1), training, reason, _require_meta_int(meta, "origin", 0),
+                       _acks(meta))
 
 
 def _acks(meta: Mapping) -> Tuple[int, ...]:

@@ -17,7 +17,7 @@ from pyflink.datastream import KeyedCoProcessFunction, RuntimeContext
 
 from ..config import ReplicaExecution, TrainConfig, TrainerMode
 from ..core import wire
-from ..core.events import Broadcast, FinalModel, Metrics, Prediction
+from ..core.events import Broadcast, FinalModel, Metrics, ModeChange, Prediction
 from ..core.replica import Replica
 from ..core.trainer import InlineTrainer, TrainerThread
 from ..errors import ProtocolError
@@ -82,6 +82,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._feedback_tag = types.feedback_tag(cfg.name)
         self._models_tag = types.models_tag(cfg.name)
         self._probes_tag = types.probes_tag(cfg.name)
+        self._mode_changes_tag = types.mode_changes_tag(cfg.name)
         self._next_probe = time.time() + self._probe_every_s
         self._exporter = (ModelExporter(cfg.export_dir, cfg.export_every_s)
                           if cfg.export_every_s is not None and index == 0 else None)
@@ -122,6 +123,10 @@ class ReplicaFunction(KeyedCoProcessFunction):
         group.gauge("snapshot_ms", lambda: self._snapshot_ms)
         group.gauge("export_failures", lambda: self._export_failures)
         group.gauge("unacked_messages", lambda: self._replica.unacked_messages if self._replica else 0)
+        # Mode.AUTO: 1 while training; drifts this replica's detector found; batches predicted only
+        group.gauge("training", lambda: int(self._replica.training) if self._replica else 0)
+        group.gauge("drifts_detected", lambda: self._replica.policy.drifts if self._replica and self._replica.policy else 0)
+        group.gauge("batches_served", lambda: self._replica.batches_served if self._replica else 0)
 
     def _check_key(self, ctx) -> None:
         key = ctx.get_current_key()
@@ -224,6 +229,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
                 out = self._models_tag, types.encode_final_model(event)
             elif isinstance(event, _ProbeRecord):
                 out = self._probes_tag, event.text
+            elif isinstance(event, ModeChange):
+                out = self._mode_changes_tag, event.to_json()
             else:
                 raise ProtocolError(f"the replica returned an event of unknown type {type(event).__name__}")
             self._codec_s += time.perf_counter() - began

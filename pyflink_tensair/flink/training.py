@@ -9,6 +9,7 @@ plumbing is :class:`~.loop.FeedbackLoop`'s)::
     feedback source (N) ─► fan-out (JVM) ─► key_by (JVM) ──────┘      ├─► metrics (side output, JSON)
           ▲ in-JVM queue, subtask i ◄─ subtask i                      ├─► models (side output, final weights)
           └──────────── feedback sink (N) ◄───────────────────────────┘   ├─► probes (side output, JSON)
+                                                                              ├─► mode changes (side output, JSON)
                                                                               feedback (side output)
 
 Only the replicas run Python (see :mod:`.loop` for the Java plumbing); the side outputs are the
@@ -42,6 +43,9 @@ class TrainOutput:
             (:func:`~pyflink_tensair.flink.types.decode_final_model`).
         probes: JSON strings of what ``probe`` returned while training and at the end (empty
             without a probe).
+        mode_changes: JSON strings, one per change of a replica in ``mode="auto"`` between
+            training and serving: converged, its own drift (with the detector's statistics), or
+            a peer's (:class:`~pyflink_tensair.core.events.ModeChange`); empty in the other modes.
         loop_id: identifies this job's feedback channel.
         model: the ``model`` argument ``train`` got (to rebuild the trained models).
 
@@ -55,6 +59,7 @@ class TrainOutput:
     probes: object
     loop_id: str
     model: object = None
+    mode_changes: object = None
 
     def collect_keras_models(self) -> list:
         """Runs the job and returns each replica's trained ``keras.Model``, replica ``r`` at
@@ -133,5 +138,6 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
     metrics = loop.side_output(replicas, types.metrics_tag(config.name))
     models = loop.side_output(replicas, types.models_tag(config.name))
     probes = loop.side_output(replicas, types.probes_tag(config.name))
+    mode_changes = loop.side_output(replicas, types.mode_changes_tag(config.name))
     return TrainOutput(predictions=replicas, metrics=metrics, models=models, probes=probes, loop_id=loop.loop_id,
-                       model=model)
+                       model=model, mode_changes=mode_changes)

@@ -51,6 +51,10 @@ def probes_tag(name: str) -> OutputTag:
     return OutputTag(f"{name}-probes", Types.STRING())
 
 
+def mode_changes_tag(name: str) -> OutputTag:
+    return OutputTag(f"{name}-mode-changes", Types.STRING())
+
+
 def prediction_row(event: Prediction) -> Row:
     nan = float("nan")
     return Row(event.replica, event.batch_id, event.model_version,
