@@ -226,3 +226,35 @@ def test_auto_policy_snapshot_restores_phase_window_and_detector():
 def test_auto_policy_refuses_bad_settings(arguments, field):
     with pytest.raises(ConfigError, match=field):
         AutoPolicy(**arguments)
+
+
+def test_permuted_labels_keep_the_images_and_move_every_class_at_each_drift():
+    from pyflink_tensair.datasets.drifting import PermutedLabels
+
+    stream = PermutedLabels("digits", batch_size=16, every=50, seed=3)
+    assert stream.drift_points(200) == [50, 100, 150]
+    for index in (10, 60, 120, 199):
+        base, batch = stream.base(index), stream(index)
+        segment = index // 50
+        assert np.array_equal(base.x, batch.x) and batch.meta["segment"] == segment
+        assert np.array_equal(batch.y, stream.permutation(segment)[base.y])
+        assert (segment == 0) == bool(np.array_equal(batch.y, base.y))
+    perms = [stream.permutation(k) for k in range(1, 5)]
+    assert all(sorted(p) == list(range(10)) and not (p == np.arange(10)).any() for p in perms)
+    assert len({tuple(p) for p in perms}) == 4
+    with pytest.raises(ConfigError, match="every"):
+        PermutedLabels("digits", batch_size=16, every=0)
+
+
+def test_recovery_counts_batches_until_the_sliding_mean_is_back_to_a_fraction_of_before():
+    from types import SimpleNamespace as S
+
+    from pyflink_tensair.core.prequential import recovery
+
+    values = [0.8] * 10 + [0.0] * 5 + [0.8] * 10 + [0.2] * 10
+    records = [S(batch_id=i, accuracy=v) for i, v in enumerate(values)]
+    out = recovery(records, "accuracy", points=[10, 25], window=4, fraction=0.9)
+    assert out[0] == {"point": 10, "before": 0.8, "batches": 5 + 4}  # the 4th batch of 0.8 completes a window
+    assert out[1] == {"point": 25, "before": 0.8, "batches": None}  # never back before the stream ends
+    with pytest.raises(ConfigError, match="fraction"):
+        recovery(records, "accuracy", points=[10], window=4, fraction=1.5)

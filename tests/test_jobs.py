@@ -174,6 +174,18 @@ def test_word2vec_learns_which_words_go_together(tmp_path):
     assert (tmp_path / "w2v.keras").is_file()
 
 
+def test_drift_demo_trains_less_in_auto_and_detects_the_permutation(tmp_path):
+    result = _run("drift_demo.py", "--every", "240", "--drifts", "1", "--converged-window", "15", "--outdir", str(tmp_path),
+                  "--checkpoint-interval", "0")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    summary = json.load(open(tmp_path / "drift_demo.json"))
+    auto, always = summary["modes"]["auto"], summary["modes"]["always"]
+    assert summary["drift_points"] == [240] and auto["batches"] == always["batches"] == 480
+    assert always["trained_share"] == 1.0 and auto["trained_share"] < 1.0 and auto["converged_at"]
+    assert auto["detection_delays"][0] is not None and auto["detection_delays"][0] < 60
+    assert always["detections"] == [] and os.path.getsize(tmp_path / "drift_demo.png") > 10_000
+
+
 @pytest.mark.parametrize("script, args, message", [
     ("quickstart.py", ["--staleness-bound", "-2"], "argument --staleness-bound: staleness_bound must be an int >= 0"),
     ("quickstart.py", ["--replicas", "0"], "argument --replicas: replicas must be an int >= 1. Received: replicas=0"),
@@ -183,6 +195,8 @@ def test_word2vec_learns_which_words_go_together(tmp_path):
     ("image_classification.py", ["--save", "model.h5"], "argument --save: save must name a .keras file"),
     ("image_classification.py", ["--rate", "-1"], "argument --rate: rate must be a number >= 0"),
     ("image_classification.py", ["--passes", "0"], "argument --passes: passes must be an int >= 1"),
+    ("drift_demo.py", ["--modes", "sometimes"], "modes must be a comma-separated list of auto, always, never"),
+    ("drift_demo.py", ["--every", "0"], "argument --every: every must be an int >= 1"),
     ("word2vec.py", ["--corpus", "/no/such/corpus"], "is neither a file nor a folder"),
     ("word2vec.py", ["--negatives", "0"], "argument --negatives: negatives must be an int >= 1"),
     ("word2vec.py", ["--dim", "0"], "argument --dim: dim must be an int >= 1"),

@@ -10,7 +10,8 @@ and is in one of two phases::
   ``window`` before them (the loss stopped falling by more than ``tolerance``, relative).
 - **Drift**: while serving, every batch's loss goes to the drift detector (OPTWIN by default); a
   detection, or a peer's drift notice, starts training again. The detector starts afresh each time
-  serving starts: training losses fall, and a falling loss is not what it watches.
+  serving starts (training losses fall, and a falling loss is not what it watches), from the last
+  ``window`` training losses: the converged level, so a drift right after converging is a rise.
 
 The policy is pure and its whole state is a JSON-serialisable dict (``snapshot()``), detector
 included, so it survives a checkpoint with the replica that holds it.
@@ -67,6 +68,8 @@ class AutoPolicy:
                 self.training = False
                 self.convergences += 1
                 self.detector.reset()
+                for value in list(self.recent)[self.window:]:  # the converged level: a drift right after is a rise
+                    self.detector.update(value)
                 return "converged"
             return None
         if self.detector.update(loss):
