@@ -126,13 +126,28 @@ def test_report_states_ratios_to_flinkml_and_to_the_limit(tmp_path):
     assert "Machine: 2 cores, 23.5 GiB" in text and "python -m benchmarks run --quick" in text
     assert "dasgd / flinkml = 2.00 at 1 replica, 4.00 at 2" in text
     assert "dasgd 2 replicas / 1 replica = 1.50" in text and "dasgd 1 replica / limit 1 process = 0.40" in text
-    assert "| dasgd | 2 | local | 12 | 4.00 | 0.30 |" in text
+    assert "| dasgd | 2 | local | 1 | 12 | 4.00 | 0.30 |" in text
     assert "dasgd 2 replicas / limit 2 processes = 0.30; limit 2 / 1 processes = 2.00" in text
-    assert "dasgd / flinkml_full (whole model) at 2 = 6.00" in text and "| flinkml_full | 2 | local | 2 |" in text
+    assert "dasgd / flinkml_full (whole model) at 2 = 6.00" in text and "| flinkml_full | 2 | local | 1 | 2 |" in text
     assert "at 4 replicas dasgd / flinkml = 8.00, dasgd 4 / 1 = 2.00" in text
-    assert "| dasgd | 4 | local | 16 | 8.00 | n/a | 32: no, 16: ok | 0.61 |" in text
+    assert "| dasgd | 4 | local | 1 | 16 | 8.00 | n/a | 32: no, 16: ok | 0.61 |" in text
     assert "FAILED: RuntimeError: boom" in text
     assert (tmp_path / "docs" / "img" / "benchmark_dense.png").stat().st_size > 1000
+
+
+def test_report_divides_each_row_by_the_limit_of_its_own_run(tmp_path):
+    results = tmp_path / "results.jsonl"
+    first = [_record("limit", "dense", 1, 20.0), _record("flinkml", "dense", 1, 5.0), _record("dasgd", "dense", 1, 9.0)]
+    second = [_record("limit", "dense", 1, 30.0), _record("dasgd", "dense", 1, 15.0)]  # a faster machine, later
+    results.write_text("".join(json.dumps(r) + "\n" for r in first + second))
+    records = report.load(str(results))
+    assert records[("dense", "flinkml", 1, "local")]["_limit"] == 20.0 and records[("dense", "flinkml", 1, "local")]["_run"] == 1
+    assert records[("dense", "dasgd", 1, "local")]["_limit"] == 30.0 and records[("dense", "dasgd", 1, "local")]["_run"] == 2
+    out = tmp_path / "benchmarks.md"
+    report.write_report(str(results), str(out))
+    text = out.read_text()
+    assert "| flinkml | 1 | local | 1 | 5 | 1.00 | 0.25 |" in text and "| dasgd | 1 | local | 2 | 15 | 3.00 | 0.50 |" in text
+    assert "dasgd 1 replica / limit 1 process = 0.50" in text
 
 
 @pytest.mark.flink

@@ -11,14 +11,35 @@ Key = Tuple[str, str, int, str]  # workload, system, replicas, mode
 
 
 def load(path: str) -> Dict[Key, dict]:
-    """The latest record of each (workload, system, replicas, mode); ``limit`` counts for every mode."""
+    """The latest record of each (workload, system, replicas, mode); ``limit`` counts for every mode.
+
+    Each record also gets ``_limit``, the rate of the ``limit`` of its workload and replica count
+    measured last before it in the file (a run measures its limits before its systems, so that is
+    the ceiling of its own run), and ``_run``, the number of the run it belongs to (a new run starts
+    where a ``limit`` record follows another system's)."""
     latest: Dict[Key, dict] = {}
+    limits: Dict[Tuple[str, int], float] = {}
+    run, previous = 0, None
     with open(path) as f:
         for line in f:
             if line.strip():
                 r = json.loads(line)
+                if r["system"] == "limit":
+                    if previous is None or previous != "limit":
+                        run += 1
+                    if "error" not in r:
+                        limits[(r["workload"], r["replicas"])] = r.get("sustainable_rate")
+                previous = r["system"]
+                r["_run"] = max(run, 1)
+                r["_limit"] = limits.get((r["workload"], r["replicas"]))
                 latest[(r["workload"], r["system"], r["replicas"], r["mode"])] = r
     return latest
+
+
+def _own_limit(records, workload, system, replicas, mode) -> Optional[float]:
+    """The ceiling measured in the same run as the record."""
+    r = records.get((workload, system, replicas, mode if system != "limit" else "local"))
+    return None if r is None else r.get("_limit")
 
 
 def _rate(records, workload, system, replicas, mode) -> Optional[float]:
@@ -47,9 +68,10 @@ def ratios(records) -> List[str]:
             wide = f"; at 4 replicas dasgd / flinkml = {_ratio(d4, f4)}, dasgd 4 / 1 = {_ratio(d4, d1)}" if d4 or f4 else ""
             full2, l2 = _rate(records, workload, "flinkml_full", 2, mode), _rate(records, workload, "limit", 2, "local")
             faithful = f"; dasgd / flinkml_full (whole model) at 2 = {_ratio(d2, full2)}" if full2 else ""
+            own1, own2 = _own_limit(records, workload, "dasgd", 1, mode), _own_limit(records, workload, "dasgd", 2, mode)
             lines.append(f"- **{workload}, {mode}**: dasgd / flinkml = {_ratio(d1, f1)} at 1 replica, {_ratio(d2, f2)} at 2; "
-                         f"dasgd 2 replicas / 1 replica = {_ratio(d2, d1)}; dasgd 1 replica / limit 1 process = {_ratio(d1, l1)}; "
-                         f"dasgd 2 replicas / limit 2 processes = {_ratio(d2, l2)}; limit 2 / 1 processes = {_ratio(l2, l1)}"
+                         f"dasgd 2 replicas / 1 replica = {_ratio(d2, d1)}; dasgd 1 replica / limit 1 process = {_ratio(d1, own1 or l1)}; "
+                         f"dasgd 2 replicas / limit 2 processes = {_ratio(d2, own2 or l2)}; limit 2 / 1 processes = {_ratio(own2 or l2, own1 or l1)}"
                          + faithful + wide)
     return lines
 
@@ -117,15 +139,17 @@ def write_report(results: str, out: str, command: Optional[str] = None) -> None:
              "at once, measured (the sum of their rates while all run): the machine's own ceiling for N replicas. "
              "`flinkml`: the Flink ML pattern whose updater broadcasts the rows a step changed; `flinkml_full`: "
              "the whole model every step, as Flink ML itself trains. Model busy: the share of wall time each replica (worker) "
-             "spent inside its model at the sustainable rate, mean over replicas.", "", "## Ratios", ""] + ratios(records)
+             "spent inside its model at the sustainable rate, mean over replicas. Run: the run (one command, or one "
+             "workload of it) a row comes from; `/ limit` divides by the ceiling measured in that run, `/ flinkml` "
+             "by the latest flinkml row, which may come from another run.", "", "## Ratios", ""] + ratios(records)
     for workload in ("dense", "sparse"):
         rows = sorted((k for k in records if k[0] == workload),
                       key=lambda k: (k[3], k[2], ORDER.index(k[1]) if k[1] in ORDER else 99))
         if not rows:
             continue
         lines += ["", f"## {workload}", "", records[rows[0]].get("description", ""),
-                  "| system | replicas | mode | sustainable batches/s | / flinkml | / limit | probes (rate: verdict) | model busy | peak memory MiB (jvm / worker / client) | gradient MB/s |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| system | replicas | mode | run | sustainable batches/s | / flinkml | / limit (same run) | probes (rate: verdict) | model busy | peak memory MiB (jvm / worker / client) | gradient MB/s |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for key in rows:
             r = records[key]
             _, system, replicas, mode = key
@@ -136,8 +160,10 @@ def write_report(results: str, out: str, command: Optional[str] = None) -> None:
             mem = r.get("peak_memory_mb", {})
             gbs = r.get("gradient_bytes_per_s")
             busy = next((p.get("model_busy_fraction") for p in r.get("probes", []) if p["rate"] == rate), None)
-            lines.append(f"| {system} | {replicas} | {mode} | {_fmt(rate)} | {_ratio(rate, _rate(records, workload, 'flinkml', replicas, mode))} "
-                         f"| {_ratio(rate, _rate(records, workload, 'limit', replicas, mode))} | {probes} | {_fmt(busy)} | "
+            limit = r.get("_limit") or _rate(records, workload, "limit", replicas, mode)
+            lines.append(f"| {system} | {replicas} | {mode} | {r.get('_run', '-')} | {_fmt(rate)} | "
+                         f"{_ratio(rate, _rate(records, workload, 'flinkml', replicas, mode))} "
+                         f"| {_ratio(rate, limit)} | {probes} | {_fmt(busy)} | "
                          f"{mem.get('jvm', '-')} / {mem.get('python_worker', '-')} / {mem.get('python_client', '-')} | "
                          f"{_fmt(gbs / 1e6) if gbs else '-'} |")
     folder = os.path.join(os.path.dirname(os.path.abspath(out)), "img")
