@@ -54,13 +54,45 @@ def test_a_serving_replica_follows_a_peers_drift_notice_once_and_tells_the_other
     for batch in _concepts(100):
         replica.on_batch(batch)
     assert not replica.training
-    notice = ModeMessage(sender=2, step=40, sequence=2, training=True, reason="drift", origin=2)
+    notice = ModeMessage(sender=2, step=40, sequence=2, training=True, reason="drift", origin=2, epoch=1)
     out = replica.on_gradient(notice)
     change = next(e for e in out if isinstance(e, ModeChange))
     sent = [e.message for e in out if isinstance(e, Broadcast)]
     assert replica.training and (change.reason, change.origin, change.training) == ("peer_drift", 2, True)
-    assert [(m.training, m.reason, m.origin) for m in sent] == [(True, "peer_drift", 2)]
-    assert replica.on_gradient(notice) == [] and replica.duplicates_dropped == 1  # a repeat changes nothing
+    assert [(m.training, m.reason, m.origin, m.epoch) for m in sent] == [(True, "peer_drift", 2, 1)]
+    assert replica.on_gradient(notice) == []  # a repeat changes nothing
+    newer = ModeMessage(sender=1, step=41, sequence=1, training=True, reason="peer_drift", origin=2, epoch=1)
+    assert not [e for e in replica.on_gradient(newer) if isinstance(e, (Broadcast, ModeChange))]  # the same drift
+
+
+def test_a_drift_notice_lost_across_a_restore_is_made_good_by_the_next_mode_message():
+    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    for batch in _concepts(100):
+        replica.on_batch(batch)
+    assert not replica.training
+    # the peer's drift notice (epoch 1) was lost; its next message, a convergence, knows of the drift
+    out = replica.on_gradient(ModeMessage(sender=1, step=60, sequence=3, training=False, reason="converged", origin=1, epoch=1))
+    assert replica.training and [e.reason for e in out if isinstance(e, ModeChange)] == ["peer_drift"]
+
+
+def test_a_peers_drift_notice_while_training_restarts_the_convergence_test():
+    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    batches = _concepts(200)
+    for batch in batches[:15]:
+        replica.on_batch(batch)
+    assert replica.training and len(replica.policy.recent) == 15
+    out = replica.on_gradient(ModeMessage(sender=1, step=5, sequence=2, training=True, reason="drift", origin=1, epoch=1))
+    assert replica.training and not out and len(replica.policy.recent) == 0
+
+
+def test_nothing_is_sent_after_the_done_marker():
+    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    for batch in _concepts(100):
+        replica.on_batch(batch)
+    replica.on_input_end()
+    assert replica.done_sent and not replica.training
+    out = replica.on_gradient(ModeMessage(sender=1, step=60, sequence=2, training=True, reason="drift", origin=1, epoch=1))
+    assert not [e for e in out if isinstance(e, (Broadcast, ModeChange))]
 
 
 def test_a_bounded_replica_does_not_wait_for_a_peer_that_serves():
@@ -75,9 +107,10 @@ def test_a_bounded_replica_does_not_wait_for_a_peer_that_serves():
     for batch in batches[3:]:
         replica.on_batch(batch)
     assert replica.local_step == 20 and replica.bound_overflows == 0
-    replica.on_gradient(ModeMessage(sender=1, step=0, sequence=2, training=True, reason="drift", origin=1))
-    replica.on_batch(_concepts(21)[20])
-    assert replica.held_batches == 1  # training again: the bound counts peer 1 again
+    replica.on_gradient(ModeMessage(sender=1, step=0, sequence=2, training=True, reason="drift", origin=1, epoch=1))
+    for batch in _concepts(23)[20:]:  # training again, counted from here: 2 steps ahead of it, then wait
+        replica.on_batch(batch)
+    assert replica.local_step == 22 and replica.held_batches == 1 and replica.bound_overflows == 0
 
 
 def test_never_predicts_every_batch_and_changes_no_weight():

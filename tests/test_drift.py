@@ -192,6 +192,8 @@ def test_auto_policy_converges_when_the_loss_stops_falling_by_the_tolerance():
     slow, fast = AutoPolicy(window=2, tolerance=0.1), AutoPolicy(window=2, tolerance=0.1)
     assert [slow.observe(v) for v in [1.0, 1.0, 0.95, 0.95]][-1] == "converged"  # 5% better: converged
     assert [fast.observe(v) for v in [1.0, 1.0, 0.8, 0.8]][-1] is None  # 20% better: still learning
+    rising = AutoPolicy(window=2, tolerance=0.1)
+    assert [rising.observe(v) for v in [1.0, 1.0, 1.3, 1.3]][-1] is None  # 30% worse: not converged either
     assert policy.convergences == 1
 
 

@@ -136,7 +136,9 @@ class ModeMessage:
     train). ``training=True``: it trains again from ``step + 1``; ``reason`` ``"drift"`` (its own
     detector fired: every peer that serves starts training too) or ``"peer_drift"`` (it followed
     replica ``origin``'s drift). ``sequence`` numbers the sender's mode changes; receivers keep
-    only the newest, so a re-sent one changes nothing.
+    only the newest, so a re-sent one changes nothing. ``epoch``: how many drifts the sender knows
+    of; a receiver that knows fewer trains again (and keeps training at least two convergence
+    windows), so a drift notice lost across a restore is made good by any later mode message.
     """
 
     sender: int
@@ -145,6 +147,7 @@ class ModeMessage:
     training: bool
     reason: str
     origin: int
+    epoch: int = 0
     acks: Tuple[int, ...] = ()  # see DoneMessage
 
 

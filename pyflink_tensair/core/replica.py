@@ -18,7 +18,11 @@ and, in ``Mode.AUTO``, its phase (:class:`~pyflink_tensair.drift.AutoPolicy`)::
 
 Every batch is predicted in every mode and phase; a serving replica still applies its peers'
 gradients. The staleness bound holds among the replicas that train: a replica that serves has
-told its peers the last step it trained, and they do not wait for steps it will not take.
+told its peers the last step it trained, and they do not wait for steps it will not take; when it
+trains again, its peers count its steps from their own step at that moment (its progress is
+offset by the steps they took while it served), so it neither holds them back nor runs ahead.
+Every mode message carries the sender's drift ``epoch`` (the drifts it knows of): a replica that
+knows fewer trains again, so a drift notice lost across a restore is made good by the next one.
 
 Two update rules, chosen by the staleness bound ``s``:
 
@@ -116,6 +120,7 @@ class Replica:
         self.bound_overflows = 0
         self.batches_served = 0  # predicted without training (Mode.SERVE, or AUTO while serving)
         self._mode_sequence = 0  # this replica's mode changes (AUTO)
+        self._drift_epoch = 0  # drifts this replica knows of, its own and its peers' (AUTO)
         # protocol state
         self._applied: Dict[int, int] = {p: 0 for p in self._peers}  # contiguous high-water step
         self._applied_ahead: Dict[int, Dict[int, int]] = {p: {} for p in self._peers}  # first -> last
@@ -131,6 +136,7 @@ class Replica:
         self._last_mode: Optional[ModeMessage] = None  # the newest mode change sent: re-sent after a restore
         self._peer_mode: Dict[int, int] = {p: 0 for p in self._peers}  # newest mode sequence seen
         self._peer_paused: Dict[int, bool] = {p: False for p in self._peers}  # serving in AUTO
+        self._peer_offset: Dict[int, int] = {p: 0 for p in self._peers}  # steps this replica took while p served
         self.input_ended = False
         self.done_sent = False
         self.finished = False
@@ -232,7 +238,7 @@ class Replica:
     # ------------------------------------------------------------------ staleness
 
     def _progress(self, peer: int) -> int:
-        return self._applied[peer]
+        return self._applied[peer] + self._peer_offset[peer]
 
     def _staleness(self) -> int:
         if self.synchronous:
@@ -293,29 +299,38 @@ class Replica:
         out.append(self._prediction(batch, result))
         out.append(self._metrics("batch", batch, trained=False))
         if self.policy is not None and self.policy.observe(result.loss) == "drift":
+            self._drift_epoch += 1
             self._change_mode("drift", batch, self.id, self.policy.last_drift.statistics, out)
 
     # ------------------------------------------------------------------ modes (AUTO)
 
     def _change_mode(self, reason: str, batch: Optional[Batch], origin: int, statistics: Dict[str, float],
                      out: List[Event]) -> None:
-        """Tells the peers of the phase the policy is now in, and emits the change."""
+        """Tells the peers of the phase the policy is now in, and emits the change (nothing once
+        the done marker is out: the feedback channel relays nothing after it)."""
+        if self.done_sent:
+            return
         training = self.policy.training
         if not training:
             self._flush_outgoing(out)  # the last steps' gradients before the pause
         self._mode_sequence += 1
-        self._send(ModeMessage(self.id, self.local_step, self._mode_sequence, training, reason, origin), out)
+        self._send(ModeMessage(self.id, self.local_step, self._mode_sequence, training, reason, origin,
+                               self._drift_epoch), out)
         out.append(ModeChange(self.id, self._clock(), batch.id if batch is not None else -1, self.local_step,
                               training, reason, origin, dict(statistics)))
 
     def _on_mode(self, message: ModeMessage, out: List[Event]) -> None:
-        if message.sequence <= self._peer_mode[message.sender]:
-            self.duplicates_dropped += 1
-            return
-        self._peer_mode[message.sender] = message.sequence
-        self._peer_paused[message.sender] = not message.training
-        if message.training and message.reason == "drift" and self.policy is not None and self.policy.on_peer_drift():
-            self._change_mode("peer_drift", None, message.sender, {}, out)
+        sender = message.sender
+        if message.sequence <= self._peer_mode[sender]:
+            return  # a repeat (re-sent after a restore): only the newest counts
+        self._peer_mode[sender] = message.sequence
+        if self._peer_paused[sender] and message.training:  # it resumes level with this replica
+            self._peer_offset[sender] = max(self._peer_offset[sender], self.local_step - self._applied[sender])
+        self._peer_paused[sender] = not message.training
+        if message.epoch > self._drift_epoch:
+            self._drift_epoch = message.epoch
+            if self.policy is not None and self.policy.on_peer_drift():
+                self._change_mode("peer_drift", None, message.origin, {}, out)
 
     def _train(self, batch: Batch, out: List[Event]) -> None:
         staleness = self._staleness()
@@ -457,7 +472,7 @@ class Replica:
     _COUNTERS = ("local_step", "model_version", "messages_sent", "bytes_sent", "dense_bytes_sent",
                  "messages_applied", "duplicates_dropped", "bound_overflows", "_sync_done",
                  "_outgoing_first", "input_ended", "done_sent", "finished", "messages_resent",
-                 "batches_served", "_mode_sequence")  # append only: older snapshots restore the first ones
+                 "batches_served", "_mode_sequence", "_drift_epoch")  # append only: older snapshots restore the first ones
 
     def snapshot(self) -> Dict[str, np.ndarray]:
         """Everything the replica needs to resume, as a flat dict of plain arrays.
@@ -486,6 +501,7 @@ class Replica:
         state["acked_by"] = np.array([self._acked_by.get(p, 0) for p in range(self.replicas)], np.int64)
         state["peer_mode"] = np.array([self._peer_mode.get(p, 0) for p in range(self.replicas)], np.int64)
         state["peer_paused"] = np.array([self._peer_paused.get(p, False) for p in range(self.replicas)], np.int64)
+        state["peer_offset"] = np.array([self._peer_offset.get(p, 0) for p in range(self.replicas)], np.int64)
         if self._last_mode is not None:
             state["last_mode"] = _as_uint8(wire.encode_message(self._last_mode))
         if self.policy is not None:
@@ -518,6 +534,8 @@ class Replica:
         peer_paused = state.get("peer_paused", np.zeros(self.replicas, np.int64))
         self._peer_mode = {p: int(peer_mode[p]) for p in self._peers}
         self._peer_paused = {p: bool(peer_paused[p]) for p in self._peers}
+        peer_offset = state.get("peer_offset", np.zeros(self.replicas, np.int64))
+        self._peer_offset = {p: int(peer_offset[p]) for p in self._peers}
         self._last_mode = wire.decode_message(state["last_mode"].tobytes()) if "last_mode" in state else None
         if self.policy is not None and "policy" in state:
             self.policy = AutoPolicy.restore(json.loads(state["policy"].tobytes().decode()))

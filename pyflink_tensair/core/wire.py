@@ -267,7 +267,8 @@ def encode_message(message: PeerMessage, sparse_values: str = "float32") -> byte
     if isinstance(message, ModeMessage):
         return encode_record(KIND_MODE, {"sender": message.sender, "step": message.step, "sequence": message.sequence,
                                          "training": bool(message.training), "reason": message.reason,
-                                         "origin": message.origin, "acks": [int(a) for a in message.acks]}, {})
+                                         "origin": message.origin, "epoch": message.epoch,
+                                         "acks": [int(a) for a in message.acks]}, {})
     tensors, sparse = {}, {}
     for name, grad in message.gradients.items():
         if isinstance(grad, SparseGradient):
@@ -329,7 +330,7 @@ def _decode_mode(meta: Mapping, tensors: Mapping) -> ModeMessage:
                               f"Received: training={training!r}, reason={reason!r}, {len(tensors)} tensors")
     return ModeMessage(_require_meta_int(meta, "sender", 0), _require_meta_int(meta, "step", 0),
                        _require_meta_int(meta, "sequence", 1), training, reason, _require_meta_int(meta, "origin", 0),
-                       _acks(meta))
+                       _require_meta_int(meta, "epoch", 0), _acks(meta))
 
 
 def _acks(meta: Mapping) -> Tuple[int, ...]:

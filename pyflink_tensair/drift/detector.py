@@ -72,6 +72,14 @@ class DriftDetector(ABC):
         self.reset()
         return True
 
+    def prime(self, values) -> None:
+        """Start the window from ``values`` (a known-normal level) without counting them or
+        reporting a drift: if they hold one, the detector starts afresh after it."""
+        for value in values:
+            x = float(value)
+            if math.isfinite(x) and self._update(x) is not None:
+                self.reset()
+
     @abstractmethod
     def _update(self, x: float):
         """``None``, or ``(kind, statistics)`` for a drift."""

@@ -5,9 +5,9 @@ and is in one of two phases::
 
     TRAINING --converged--> SERVING --drift (own detector, or a peer's)--> TRAINING
 
-- **Converged**: at least ``2 * window`` batches trained since training (re)started, and the mean
-  loss of the last ``window`` batches is not below ``(1 - tolerance)`` times the mean of the
-  ``window`` before them (the loss stopped falling by more than ``tolerance``, relative).
+- **Converged**: at least ``2 * window`` batches trained since training (re)started (or since a
+  peer's drift notice), and the mean loss of the last ``window`` batches is within ``tolerance``
+  (relative) of the mean of the ``window`` before them: it neither falls nor rises any more.
 - **Drift**: while serving, every batch's loss goes to the drift detector (OPTWIN by default); a
   detection, or a peer's drift notice, starts training again. The detector starts afresh each time
   serving starts (training losses fall, and a falling loss is not what it watches), from the last
@@ -68,8 +68,7 @@ class AutoPolicy:
                 self.training = False
                 self.convergences += 1
                 self.detector.reset()
-                for value in list(self.recent)[self.window:]:  # the converged level: a drift right after is a rise
-                    self.detector.update(value)
+                self.detector.prime(list(self.recent)[self.window:])  # the converged level: a drift right after is a rise
                 return "converged"
             return None
         if self.detector.update(loss):
@@ -80,8 +79,11 @@ class AutoPolicy:
         return None
 
     def on_peer_drift(self) -> bool:
-        """A peer detected a drift: train again. ``True`` if this changed the phase."""
+        """A peer detected a drift: train again (while training: start the convergence test
+        afresh, the losses before the drift say nothing of the new data). ``True`` if this
+        changed the phase."""
         if self.training:
+            self.recent.clear()
             return False
         self.peer_drifts += 1
         self._resume()
@@ -97,7 +99,7 @@ class AutoPolicy:
         values = list(self.recent)
         older = sum(values[:self.window]) / self.window
         newer = sum(values[self.window:]) / self.window
-        return newer >= (1.0 - self.tolerance) * older
+        return abs(newer - older) <= self.tolerance * abs(older)
 
     def snapshot(self) -> dict:
         return {"window": self.window, "tolerance": self.tolerance, "detector_kind": self.detector_kind,
