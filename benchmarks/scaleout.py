@@ -20,8 +20,8 @@ it is at most ``C / cpu_per_batch`` (``--cores`` with ``--cpu-per-batch``): that
 model is checked against the points measured on this machine. The Flink ML pattern saturates
 where the updater's ``U(N)`` exceeds the workers' part of the global step.
 
-    python -m benchmarks.scaleout --workload dense --h-batch-ms 31 --h-message-ms 8 --cpu-per-batch-ms 95 \
-        --measured 1:17.1,2:12 --out docs/scaleout-dense.png
+    python -m benchmarks.scaleout --workload dense --h-batch-ms 9.4 --h-message-ms 0 --h-byte-ns 2.9 --cpu-per-batch-ms 63.9 \
+        --measured 1:15,2:24,4:22 --out docs/img/scaleout_dense.png
 
 Costs measured in this process (median of ``--repeats`` steps of the benchmark's workload):
 ``grad`` (compute_gradients), ``apply`` (apply_gradients), gradient message size ``g`` and its
