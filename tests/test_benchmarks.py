@@ -329,3 +329,14 @@ def test_drift_detector_table_covers_every_stream_and_detector(tmp_path):
     assert all(r["drifts"] == 0 and r["median_delay"] is None for r in rows if r["shape"] == "none")
     text = out.read_text()
     assert "--seeds 1 --length-scale 0.2" in text and text.count("\n| gaussian |") == 3 * 3 * 2 + 3
+
+
+def test_staleness_accuracy_reports_each_replica_and_the_average():
+    from benchmarks import staleness_accuracy
+
+    rows = staleness_accuracy.main(["--seeds", "1", "--delays", "0,8", "--bounds", "0,none", "--passes", "1"])
+    assert [(r["staleness_bound"], r["delivery_delay"]) for r in rows] == [(0, 0), (None, 0), (None, 8)]
+    sync, fresh, stale = rows
+    assert sync["max_weight_diff"] == 0.0 and sync["replica_accuracy"][0] == sync["averaged_accuracy"]
+    assert stale["max_staleness"] > fresh["max_staleness"] and stale["max_weight_diff"] > 0
+    assert all(0.0 <= a <= 1.0 for r in rows for a in r["replica_accuracy"] + [r["averaged_accuracy"]])
