@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import argparse
 import functools
-import glob
 import json
 import os
 
 from pyflink_tensair import batch_source, train
 from pyflink_tensair.cli import flags
+from pyflink_tensair.cli.progress import LinesFollower
 from pyflink_tensair.cli.run import main_guard, run_job
 from pyflink_tensair.core.events import Metrics, ModeChange
 from pyflink_tensair.core.prequential import in_stream_order, recovery, sliding_mean
@@ -51,14 +51,10 @@ def parse_args(argv):
     return args
 
 
-def _lines(folder, prefix):
-    return [line for path in sorted(glob.glob(os.path.join(folder, f"{prefix}-*.jsonl"))) for line in open(path) if line.strip()]
-
-
 def analyse(folder: str, points, window: int) -> dict:
     """What one run did, from the files its job wrote."""
-    batches = in_stream_order([m for m in map(Metrics.from_json, _lines(folder, "metrics")) if m.phase == "batch"])
-    changes = sorted(map(ModeChange.from_json, _lines(folder, "mode-changes")), key=lambda c: c.time)
+    batches = in_stream_order([m for m in LinesFollower(folder, "metrics", Metrics.from_json).poll() if m.phase == "batch"])
+    changes = sorted(LinesFollower(folder, "mode-changes", ModeChange.from_json).poll(), key=lambda c: c.time)
     accuracies = [m.accuracy for m in batches if m.accuracy is not None]
     detections = sorted(c.batch_id for c in changes if c.reason == "drift")
     delays = []

@@ -498,10 +498,9 @@ class Replica:
                 state[f"ahead/{sender}"] = np.array(sorted(ahead.items()), np.int64)
         for step, message in self._unacked.items():
             state[f"unacked/{step:012d}"] = _as_uint8(wire.encode_message(message, self.sparse_values))
-        state["acked_by"] = np.array([self._acked_by.get(p, 0) for p in range(self.replicas)], np.int64)
-        state["peer_mode"] = np.array([self._peer_mode.get(p, 0) for p in range(self.replicas)], np.int64)
-        state["peer_paused"] = np.array([self._peer_paused.get(p, False) for p in range(self.replicas)], np.int64)
-        state["peer_offset"] = np.array([self._peer_offset.get(p, 0) for p in range(self.replicas)], np.int64)
+        for key, per_peer in (("acked_by", self._acked_by), ("peer_mode", self._peer_mode),
+                              ("peer_paused", self._peer_paused), ("peer_offset", self._peer_offset)):
+            state[key] = np.array([int(per_peer.get(p, 0)) for p in range(self.replicas)], np.int64)
         if self._last_mode is not None:
             state["last_mode"] = _as_uint8(wire.encode_message(self._last_mode))
         if self.policy is not None:
@@ -528,14 +527,12 @@ class Replica:
         for key in sorted(k for k in state if k.startswith("unacked/")):
             message = wire.decode_message(state[key].tobytes())
             self._unacked[message.step] = message
-        acked_by = state.get("acked_by", np.zeros(self.replicas, np.int64))
-        self._acked_by = {p: int(acked_by[p]) for p in self._peers}
-        peer_mode = state.get("peer_mode", np.zeros(self.replicas, np.int64))
-        peer_paused = state.get("peer_paused", np.zeros(self.replicas, np.int64))
-        self._peer_mode = {p: int(peer_mode[p]) for p in self._peers}
-        self._peer_paused = {p: bool(peer_paused[p]) for p in self._peers}
-        peer_offset = state.get("peer_offset", np.zeros(self.replicas, np.int64))
-        self._peer_offset = {p: int(peer_offset[p]) for p in self._peers}
+        def per_peer(key, cast=int):  # absent from older snapshots: zeros
+            values = state.get(key, np.zeros(self.replicas, np.int64))
+            return {p: cast(values[p]) for p in self._peers}
+
+        self._acked_by, self._peer_mode, self._peer_offset = per_peer("acked_by"), per_peer("peer_mode"), per_peer("peer_offset")
+        self._peer_paused = per_peer("peer_paused", bool)
         self._last_mode = wire.decode_message(state["last_mode"].tobytes()) if "last_mode" in state else None
         if self.policy is not None and "policy" in state:
             self.policy = AutoPolicy.restore(json.loads(state["policy"].tobytes().decode()))
