@@ -6,6 +6,7 @@ import functools
 import glob
 import json
 import os
+import time
 from dataclasses import dataclass
 from typing import Dict, List
 
@@ -41,15 +42,37 @@ def done_marker_after_three(index):
     return make_batch(index) if index < 3 else wire.encode_message(DoneMessage(0, 1))
 
 
-def fail_once(index, *, at: int, marker_dir: str, checkpoint_dir: str, times: int = 1):
+def local_log_excerpt(lines: int = 60) -> str:
+    """The last warnings and errors of the local mini-cluster's log (PyFlink's ``log/`` folder):
+    what a failed job's assertion shows, since CI keeps no log files."""
+    import pyflink
+
+    wanted = ("WARN", "ERROR", "NoResourceAvailable", "switched from", "Caused by")
+    found = []
+    for path in glob.glob(os.path.join(os.path.dirname(pyflink.__file__), "log", "*.log")):
+        with open(path, errors="replace") as f:
+            found += [line.rstrip()[:400] for line in f if any(w in line for w in wanted)]
+    return "\n".join(found[-lines:]) or "(no mini-cluster log found)"
+
+
+def fail_once(index, *, at: int, marker_dir: str, checkpoint_dir: str, times: int = 1, patience_s: float = 2.0):
     """Batch ``index`` (a ``Batch``, for ``batch_source``), except that the job fails at the first
     batch from ``at`` on that is made after a checkpoint completed in ``checkpoint_dir``, and with
     ``times=2`` once more at the first batch the restarted job makes (during its recovery). Each
-    failure leaves ``marker_dir/failed-<k>`` behind, holding the batch's number."""
+    failure leaves ``marker_dir/failed-<k>`` behind, holding the batch's number.
+
+    Until the first checkpoint completes, each batch from ``at`` on waits up to ``patience_s`` for
+    it: on a slow machine the replicas (and with them the first checkpoint) may start after the
+    source has made its last batch, and the job would then end without failing."""
     from pyflink_tensair.datasets.teacher import teacher_classification_batch
 
     failed = len(glob.glob(os.path.join(marker_dir, "failed-*")))
-    first = failed == 0 and index >= at and glob.glob(os.path.join(checkpoint_dir, "*", "chk-*", "_metadata"))
+    first = False
+    if failed == 0 and index >= at:
+        deadline = time.monotonic() + patience_s
+        while not (first := bool(glob.glob(os.path.join(checkpoint_dir, "*", "chk-*", "_metadata")))) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
     if failed < times and (first or failed > 0):
         with open(os.path.join(marker_dir, f"failed-{failed + 1}"), "w") as f:
             f.write(str(index))

@@ -155,8 +155,9 @@ def test_quick_benchmark_runs_end_to_end(tmp_path):
     pytest.importorskip("pyflink")
     from pyflink_tensair import cluster
 
-    results, doc = tmp_path / "results.jsonl", tmp_path / "benchmarks.md"
-    run = subprocess.run([sys.executable, "-m", "benchmarks", "run", "--quick", "--results", str(results)],
+    results, doc, spec = tmp_path / "results.jsonl", tmp_path / "benchmarks.md", tmp_path / "spec.json"
+    spec.write_text(json.dumps({"max_probes": 2, "seconds": 4.0}))  # the whole path, not a real search: ~2 minutes
+    run = subprocess.run([sys.executable, "-m", "benchmarks", "run", "--quick", "--spec", str(spec), "--results", str(results)],
                          capture_output=True, text=True, cwd=ROOT, env=cluster.client_environment(), timeout=1200)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     records = [json.loads(line) for line in results.read_text().splitlines()]

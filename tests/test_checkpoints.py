@@ -26,13 +26,16 @@ def run(tmp_path, config, maker):
     from pyflink_tensair.flink.sinks import write_json_lines, write_records
     from pyflink_tensair.flink.sources import batch_source
 
-    from flink_harness import read_results
+    from flink_harness import local_log_excerpt, read_results
 
     env = StreamExecutionEnvironment.get_execution_environment()
     out = train(batch_source(env, BATCHES, maker, rate=RATE, name="ckpt"), model=MODEL, config=config)
     write_json_lines(out.metrics, str(tmp_path / "out"), "metrics", name=config.name)
     write_records(out.models, str(tmp_path / "out"), "model", name=config.name)
-    env.execute("checkpointed job")
+    try:
+        env.execute("checkpointed job")
+    except Exception as err:
+        raise AssertionError(f"the job failed: {str(err)[:2000]}\n--- mini-cluster log ---\n{local_log_excerpt()}") from err
     return read_results(tmp_path / "out")
 
 

@@ -53,6 +53,7 @@ class Spec:
     source_execution: str = "thread"  # batch_source's execution: where every system's batches are made
     probe_timeout_s: float = 600.0
     limit_batches: int = 60
+    max_probes: Optional[int] = None  # per rate search; a smoke run's cap (its rates are lower bounds)
 
     @staticmethod
     def quick() -> "Spec":
@@ -221,7 +222,7 @@ def run_one(spec: Spec, system: str, workload: str, replicas: int, mode: str, cl
                 f"{'sustainable' if verdict.sustainable else 'NOT sustainable'} ({verdict.reason}; {result['wall_s']} s)")
             return verdict.sustainable, detail
 
-        probes = rate_search.search(probe, start=start_rate, bisections=spec.bisections)
+        probes = rate_search.search(probe, start=start_rate, bisections=spec.bisections, max_probes=spec.max_probes)
         best = rate_search.best_rate(probes)
         record["probes"] = [p.detail for p in probes]
         record["sustainable_rate"] = best

@@ -22,13 +22,33 @@ class Probe:
     detail: dict
 
 
-def search(probe: Callable[[float], object], *, start: float, bisections: int = 3, max_rate: float = 4096,
-           min_rate: float = 0.25) -> List[Probe]:
-    """``probe(rate)`` returns a bool or ``(bool, detail)``. Starts at ``start``; halves down if
-    ``start`` already fails (to ``min_rate``), doubles up while it holds (to ``max_rate``)."""
-    probes: List[Probe] = []
+class _Enough(Exception):
+    pass
 
+
+def search(probe: Callable[[float], object], *, start: float, bisections: int = 3, max_rate: float = 4096,
+           min_rate: float = 0.25, max_probes: Optional[int] = None) -> List[Probe]:
+    """``probe(rate)`` returns a bool or ``(bool, detail)``. Starts at ``start``; halves down if
+    ``start`` already fails (to ``min_rate``), doubles up while it holds (to ``max_rate``).
+    ``max_probes``: stop after that many probes (a smoke run: the best rate is then a lower bound).
+
+    Example::
+
+        >>> [p.rate for p in search(lambda rate: rate <= 37, start=4, max_probes=2)]
+        [4, 8]
+    """
+    probes: List[Probe] = []
+    try:
+        _search(probe, probes, start, bisections, max_rate, min_rate, max_probes)
+    except _Enough:
+        pass
+    return probes
+
+
+def _search(probe, probes: List[Probe], start, bisections, max_rate, min_rate, max_probes) -> None:
     def run(rate):
+        if max_probes is not None and len(probes) >= max_probes:
+            raise _Enough
         out = probe(rate)
         ok, detail = (out if isinstance(out, tuple) else (bool(out), {}))
         probes.append(Probe(rate, bool(ok), detail))
@@ -53,14 +73,13 @@ def search(probe: Callable[[float], object], *, start: float, bisections: int = 
                 break
             bad = rate
     if good is None or bad is None:
-        return probes
+        return
     for _ in range(bisections):
         middle = (good + bad) / 2
         if run(middle):
             good = middle
         else:
             bad = middle
-    return probes
 
 
 def best_rate(probes: List[Probe]) -> Optional[float]:

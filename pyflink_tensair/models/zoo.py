@@ -1,21 +1,27 @@
 """Model builders used by the jobs, tests and benchmarks. Each returns a compiled Keras model.
 
 A builder is a plain module-level function (optionally wrapped in ``functools.partial``), so
-PyFlink can ship it to the Python workers by reference.
+PyFlink can ship it to the Python workers by reference. Keras loads when a builder first runs, not
+when this module is imported: a job names its model before it parses its flags, and a bad flag
+should not wait for TensorFlow.
 """
 
 from __future__ import annotations
 
 import os
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-import keras  # noqa: E402
+def _keras():
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+
+    return keras
 
 
 def quickstart_classifier(features: int = 20, classes: int = 4, hidden: int = 32,
                           learning_rate: float = 0.003) -> "keras.Model":
     """A small MLP classifier (``features`` -> ``hidden`` relu -> ``classes`` softmax), Adam."""
+    keras = _keras()
     model = keras.Sequential([
         keras.Input(shape=(features,)),
         keras.layers.Dense(hidden, activation="relu", name="hidden"),
@@ -28,6 +34,7 @@ def quickstart_classifier(features: int = 20, classes: int = 4, hidden: int = 32
 def embedding_classifier(vocabulary: int = 10_000, dim: int = 32, length: int = 8, classes: int = 2,
                          learning_rate: float = 0.5) -> "keras.Model":
     """Bag-of-embeddings classifier; its embedding gradient is sparse (``tf.IndexedSlices``)."""
+    keras = _keras()
     model = keras.Sequential([
         keras.Input(shape=(length,), dtype="int32"),
         keras.layers.Embedding(vocabulary, dim, name="embedding"),
@@ -43,6 +50,7 @@ def _classifier_cnn(input_shape, convolutions, *, padding: str, pool_last: bool,
     """Conv(3x3, relu) layers with 2x2 max-pooling between them (and after the last one if
     ``pool_last``), then Dense 64 relu and 10 logits; Adam. ``pixels="uint8"``: the input is
     raw 0-255 pixels, scaled to [0, 1] inside the model (a quarter of the bytes on the wire)."""
+    keras = _keras()
     if pixels not in ("float32", "uint8"):
         raise ValueError(f"pixels must be 'float32' or 'uint8'. Received: pixels={pixels!r}")
     layers = [keras.Input(shape=input_shape, dtype=pixels)]
@@ -65,12 +73,14 @@ def cifar10_cnn(learning_rate: float = 0.001, pixels: str = "float32") -> "keras
     """The reference CIFAR-10 CNN of TensAIR (Conv32-Pool-Conv64-Pool-Conv64-Dense64-Dense10):
     122,570 trainable parameters, Adam, logits out. ``pixels="uint8"`` takes 0-255 pixels and
     scales them inside the model."""
+    keras = _keras()
     return _classifier_cnn((32, 32, 3), (32, 64, 64), padding="valid", pool_last=False, learning_rate=learning_rate,
                            pixels=pixels)
 
 
 def digits_cnn(learning_rate: float = 0.001) -> "keras.Model":
     """The same shape of CNN sized for scikit-learn's 8x8 digits (Conv32-Pool-Conv64-Pool, padded)."""
+    keras = _keras()
     return _classifier_cnn((8, 8, 1), (32, 64), padding="same", pool_last=True, learning_rate=learning_rate)
 
 
@@ -103,6 +113,7 @@ def word2vec(vocabulary: int = 50_000, dim: int = 300, negatives: int = 4,
         >>> [tuple(v.shape) for v in model.trainable_variables]
         [(100, 8), (100, 8)]
     """
+    keras = _keras()
     scale = 0.5 / dim
     target = keras.Input(shape=(), dtype="int32", name="target")
     context = keras.Input(shape=(1 + negatives,), dtype="int32", name="context")
