@@ -1,7 +1,7 @@
 """Overhead of Flink: one replica inside a Flink job against the same compiled train step in a plain loop.
 
-Both sides decode the same encoded batches with the same codec, run the same two compiled
-``tf.function`` s (compute_gradients, apply_gradients) with the same TensorFlow thread budget, and
+Both sides decode the same encoded batches with the same codec, run the same compiled step
+(``train_step``, as a replica without peers) with the same TensorFlow thread budget, and
 are timed from the first to the last trained batch (start-up excluded). Printed as a ratio from
 one run:
 
@@ -46,8 +46,7 @@ def plain_loop(maker, model, batches: int, threads: int) -> float:
     encoded = [maker(i) for i in range(batches)]
     times = []
     for data in encoded:
-        result = adapter.compute_gradients(wire.decode_batch(data))
-        adapter.apply_gradients(result.gradients)
+        adapter.train_step(wire.decode_batch(data), return_gradients=False)  # a lone replica's step
         times.append(time.perf_counter())
     return (len(times) - 1) / (times[-1] - times[0])
 

@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 # Every name loads on first use: importing a package must not import its subpackages (see _lazy).
 _NAMES = {
     "AutoSettings": ".config", "LatencySettings": ".config", "Mode": ".config", "TrainConfig": ".config", "TrainerMode": ".config", "WorkerMode": ".config",
-    "ReplicaExecution": ".config",
+    "ReplicaExecution": ".config", "PeerUpdates": ".config",
     "Batch": ".core.messages", "encode_batch": ".core.wire", "decode_batch": ".core.wire",
     "simulate": ".core.simulation", "SimulationResult": ".core.simulation",
     "ConfigError": ".errors", "DataError": ".errors", "DataNotFoundError": ".errors",
@@ -30,6 +30,7 @@ _NAMES = {
     "WireFormatError": ".errors",
     "train": ".flink.training", "TrainOutput": ".flink.training", "to_batches": ".flink.batching",
     "batch_source": ".flink.sources", "keras_model": ".flink.results", "keras_models": ".flink.results",
+    "averaged_keras_model": ".flink.results",
     "decode_prediction": ".flink.types", "decode_final_model": ".flink.types",
 }
 

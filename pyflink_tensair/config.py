@@ -134,6 +134,70 @@ class AutoSettings:
                           detector_parameters=self.detector_parameters)
 
 
+PEER_DAMPING = ("none", "inverse")
+PEER_RULES = ("optimizer", "sgd")
+
+
+@dataclass(frozen=True)
+class PeerUpdates:
+    """How a DASGD replica applies its peers' gradients: the remedies for stale gradients.
+
+    A peer's gradient was computed on the peer's weights some steps ago; applied at full size
+    through the replica's own optimizer, every replica takes one full step per batch of every
+    replica, on ever staler gradients. These settings weigh peer gradients down
+    (:mod:`pyflink_tensair.core.peer_updates` applies them; ``docs/use_cases.md`` compares them).
+    Own gradients are always applied as they are, through the model's optimizer.
+
+    Attributes:
+        scale: a factor on every peer gradient, in ``(0, 1]``.
+        damping: ``"none"``, or ``"inverse"``: a further factor ``1 / (1 + tau)``, ``tau`` the
+            local steps the receiver has taken past the sender's step (``local_step - step``,
+            at least 0): the older a gradient, the less it counts.
+        rule: ``"optimizer"``: peer gradients go through the model's optimizer (its slots,
+            e.g. Adam's moments, see them); ``"sgd"``: a plain step ``w -= sgd_learning_rate *
+            factor * g`` that leaves the optimizer's slots to the replica's own gradients (the
+            model needs ``apply_sgd``; the Keras adapter has it).
+        sgd_learning_rate: the plain step's learning rate; required with ``rule="sgd"``.
+
+    Example::
+
+        >>> PeerUpdates(scale=0.5, damping="inverse").factor(local_step=10, sender_step=7)
+        0.125
+    """
+
+    scale: float = 1.0
+    damping: str = "none"
+    rule: str = "optimizer"
+    sgd_learning_rate: Optional[float] = None
+
+    def __post_init__(self):
+        if isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)) or not 0 < self.scale <= 1:
+            raise ConfigError(f"PeerUpdates.scale must be a number in (0, 1]. Received: scale={self.scale!r}")
+        if self.damping not in PEER_DAMPING:
+            raise ConfigError(f"PeerUpdates.damping must be 'none' or 'inverse'. Received: damping={self.damping!r}")
+        if self.rule not in PEER_RULES:
+            raise ConfigError(f"PeerUpdates.rule must be 'optimizer' or 'sgd'. Received: rule={self.rule!r}")
+        if self.rule == "sgd" and (isinstance(self.sgd_learning_rate, bool) or not isinstance(
+                self.sgd_learning_rate, (int, float)) or not self.sgd_learning_rate > 0):
+            raise ConfigError("PeerUpdates(rule='sgd') needs sgd_learning_rate, a number > 0 (the plain step's "
+                              f"learning rate). Received: sgd_learning_rate={self.sgd_learning_rate!r}")
+        if self.rule == "optimizer" and self.sgd_learning_rate is not None:
+            raise ConfigError("sgd_learning_rate is for PeerUpdates(rule='sgd'). "
+                              f"Received: rule='optimizer', sgd_learning_rate={self.sgd_learning_rate!r}")
+
+    @property
+    def plain(self) -> bool:
+        """Whether peer gradients are applied as they are (TensAIR's rule)."""
+        return self.scale == 1 and self.damping == "none" and self.rule == "optimizer"
+
+    def factor(self, local_step: int, sender_step: int) -> float:
+        """The factor on a gradient the sender computed at ``sender_step``, applied by a replica
+        that has taken ``local_step`` steps."""
+        if self.damping == "none":
+            return float(self.scale)
+        return float(self.scale) / (1 + max(0, local_step - sender_step))
+
+
 @dataclass(frozen=True)
 class LatencySettings:
     """Flink settings that decide how fast a gradient goes round the feedback loop.
@@ -198,6 +262,8 @@ class TrainConfig:
         mode: :class:`Mode` of the replicas: ``"train"`` (``"always"``), ``"serve"``
             (``"never"``) or ``"auto"`` (not with ``staleness_bound=0``).
         auto: :class:`AutoSettings` of ``Mode.AUTO``.
+        peer_updates: :class:`PeerUpdates`, how DASGD replicas weigh their peers' gradients
+            (not with ``staleness_bound=0``, where every replica applies the same average).
         seed: seeds model initialisation; every replica starts from the same weights.
         tf_intra_op_threads: TensorFlow intra-op threads per replica (``None``: TensorFlow's
             default, all cores).
@@ -241,6 +307,7 @@ class TrainConfig:
     buffer_capacity: int = 256
     mode: Mode = Mode.TRAIN
     auto: AutoSettings = field(default_factory=AutoSettings)
+    peer_updates: PeerUpdates = field(default_factory=PeerUpdates)
     seed: int = 0
     tf_intra_op_threads: Optional[int] = 1
     latency: Optional[LatencySettings] = field(default_factory=LatencySettings)
@@ -289,6 +356,11 @@ class TrainConfig:
             raise ConfigError("mode 'auto' needs staleness_bound None or > 0: synchronous replicas would have to agree "
                               "on the step at which they stop and resume training, which they do not yet. "
                               "Received: mode='auto', staleness_bound=0")
+        if not isinstance(self.peer_updates, PeerUpdates):
+            raise ConfigError(f"peer_updates must be a PeerUpdates. Received: peer_updates={self.peer_updates!r}")
+        if self.staleness_bound == 0 and not self.peer_updates.plain:
+            raise ConfigError("peer_updates weigh DASGD's peer gradients; synchronous replicas (staleness_bound=0) "
+                              f"apply every step's average. Received: staleness_bound=0, peer_updates={self.peer_updates!r}")
         if not isinstance(self.auto, AutoSettings):
             raise ConfigError(f"auto must be an AutoSettings. Received: auto={self.auto!r}")
         if self.checkpoint_interval_s is not None and (

@@ -335,9 +335,16 @@ def test_drift_detector_table_covers_every_stream_and_detector(tmp_path):
 def test_staleness_accuracy_reports_each_replica_and_the_average():
     from benchmarks import staleness_accuracy
 
-    rows = staleness_accuracy.main(["--seeds", "1", "--delays", "0,8", "--bounds", "0,none", "--passes", "1"])
-    assert [(r["staleness_bound"], r["delivery_delay"]) for r in rows] == [(0, 0), (None, 0), (None, 8)]
-    sync, fresh, stale = rows
+    rows = staleness_accuracy.main(["--seeds", "1", "--delays", "0,8", "--bounds", "0,none", "--passes", "1",
+                                    "--remedies", "plain,scale=0.5"])
+    assert [(r["replicas"], r["staleness_bound"], r["delivery_delay"], r["remedy"]) for r in rows] == [
+        (1, None, 0, "plain"), (2, 0, 0, "plain"), (2, None, 0, "plain"), (2, None, 0, "scale=0.5"),
+        (2, None, 8, "plain"), (2, None, 8, "scale=0.5")]
+    single, sync, fresh, _, stale, damped = rows
+    assert single["max_weight_diff"] == 0.0 and len(single["replica_accuracy"]) == 1
     assert sync["max_weight_diff"] == 0.0 and sync["replica_accuracy"][0] == sync["averaged_accuracy"]
     assert stale["max_staleness"] > fresh["max_staleness"] and stale["max_weight_diff"] > 0
+    assert damped["replica_accuracy"] != stale["replica_accuracy"]  # the remedy changed the run
     assert all(0.0 <= a <= 1.0 for r in rows for a in r["replica_accuracy"] + [r["averaged_accuracy"]])
+    with pytest.raises(ValueError, match="a remedy is plain, scale=F, inverse or sgd=LR"):
+        staleness_accuracy.main(["--remedies", "scale"])

@@ -1,6 +1,6 @@
 import pytest
 
-from pyflink_tensair import ConfigError, LatencySettings, Mode, ReplicaExecution, TrainConfig, WorkerMode
+from pyflink_tensair import ConfigError, LatencySettings, Mode, PeerUpdates, ReplicaExecution, TrainConfig, WorkerMode
 
 
 def test_defaults_are_valid_and_frozen():
@@ -35,6 +35,8 @@ def test_defaults_are_valid_and_frozen():
     ({"export_every_s": 5.0}, "export_every_s and export_dir go together"),
     ({"export_dir": "exports"}, "export_every_s and export_dir go together"),
     ({"export_every_s": 5.0, "export_dir": ""}, "export_dir must be a non-empty path or None"),
+    ({"peer_updates": {"scale": 0.5}}, "peer_updates must be a PeerUpdates. Received: peer_updates={'scale': 0.5}"),
+    ({"staleness_bound": 0, "peer_updates": PeerUpdates(scale=0.5)}, "synchronous replicas (staleness_bound=0) apply"),
 ])
 def test_errors_name_field_rule_and_value(fields, message):
     with pytest.raises(ConfigError) as err:
@@ -56,3 +58,26 @@ def test_latency_settings_map_to_flink_options():
         LatencySettings(network_buffer_kb=1)
     with pytest.raises(ConfigError, match="bundle_time_ms must be an int >= 1. Received: bundle_time_ms=0"):
         LatencySettings(bundle_time_ms=0)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"scale": 0}, "PeerUpdates.scale must be a number in (0, 1]. Received: scale=0"),
+    ({"scale": 1.5}, "PeerUpdates.scale must be a number in (0, 1]. Received: scale=1.5"),
+    ({"scale": True}, "PeerUpdates.scale must be a number in (0, 1]. Received: scale=True"),
+    ({"damping": "exp"}, "PeerUpdates.damping must be 'none' or 'inverse'. Received: damping='exp'"),
+    ({"rule": "adam"}, "PeerUpdates.rule must be 'optimizer' or 'sgd'. Received: rule='adam'"),
+    ({"rule": "sgd"}, "PeerUpdates(rule='sgd') needs sgd_learning_rate, a number > 0"),
+    ({"rule": "sgd", "sgd_learning_rate": -1.0}, "Received: sgd_learning_rate=-1.0"),
+    ({"sgd_learning_rate": 0.1}, "sgd_learning_rate is for PeerUpdates(rule='sgd')"),
+])
+def test_peer_updates_errors_name_field_rule_and_value(fields, message):
+    with pytest.raises(ConfigError) as err:
+        PeerUpdates(**fields)
+    assert message in str(err.value)
+
+
+def test_peer_update_factor_damps_by_the_steps_a_gradient_is_old():
+    assert PeerUpdates().plain and PeerUpdates().factor(10, 2) == 1.0
+    assert not PeerUpdates(scale=0.5).plain and PeerUpdates(scale=0.5).factor(10, 2) == 0.5
+    damped = PeerUpdates(damping="inverse")
+    assert [damped.factor(k, 5) for k in (3, 5, 6, 9)] == [1.0, 1.0, 0.5, 0.2]  # never above 1: a peer ahead is fresh

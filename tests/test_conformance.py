@@ -48,8 +48,9 @@ def keras_setup():
 
 
 def test_keras_adapter_keeps_the_model_contract_dense_and_sparse(keras_setup):
-    assert "set_weights" in check_trainable_model(keras_setup["dense"], keras_setup["batches"][:2])
-    assert "set_weights" in check_trainable_model(keras_setup["embedding"], keras_setup["tokens"])
+    for make, batches in ((keras_setup["dense"], keras_setup["batches"][:2]), (keras_setup["embedding"], keras_setup["tokens"])):
+        passed = check_trainable_model(make, batches)
+        assert "set_weights" in passed and "train_step" in passed  # the fused step equals compute then apply
 
 
 def test_keras_replicas_and_flinkml_baseline_keep_the_protocol(keras_setup):
@@ -118,6 +119,14 @@ class _NoisyApply(LinearModel):
         super().apply_gradients({k: v + np.random.normal(scale=1e-3, size=v.shape) for k, v in gradients.items()})
 
 
+class _TrainStepAppliesTwice(LinearModel):
+    def train_step(self, batch, return_gradients=True):
+        result = self.compute_gradients(batch)
+        self.apply_gradients(result.gradients)
+        self.apply_gradients(result.gradients)
+        return result
+
+
 class _StateWithoutSlots(LinearModel):
     def get_state(self):
         return {k: v for k, v in super().get_state().items() if k.startswith("weights/")}
@@ -143,6 +152,7 @@ def _unseeded():
     (lambda: _ComplexGradients(3), "wire_round_trip", "unsupported dtype complex64"),
     (lambda: _IgnoresGradients(3), "apply_changes", "did not move"),
     (lambda: _NoisyApply(3), "deterministic_apply", "after batch 0"),
+    (lambda: _TrainStepAppliesTwice(3), "train_step", "after batch 0: weight"),
     (lambda: _StateWithoutSlots(3), "state_round_trip", "are the optimizer slots in the state?"),
     (lambda: _StaleSetWeights(3), "set_weights", "weight 'b' differs"),
 ])

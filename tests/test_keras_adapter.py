@@ -139,3 +139,30 @@ def test_synchronous_replicas_match_a_plain_sequential_run_of_averaged_gradients
     assert result.replica_max_weight_diff() == 0.0
     for name, value in reference.get_weights().items():
         np.testing.assert_allclose(result.final_models[0].weights[name], value, atol=1e-6)
+
+
+def test_apply_sgd_is_a_plain_step_that_leaves_the_optimizer_alone():
+    for model, batch in ((_embedding_model(), _token_batch()),
+                         (KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0)),
+                          Batch(np.ones((4, 20), np.float32), np.array([0, 1, 2, 3])))):
+        before = model.get_weights()
+        grads = model.compute_gradients(batch).gradients
+        model.apply_sgd(grads, 0.25)
+        for name, value in model.get_weights().items():
+            grad = grads[name].to_dense() if isinstance(grads[name], SparseGradient) else grads[name]
+            np.testing.assert_allclose(value, before[name] - 0.25 * grad, atol=1e-7)
+        assert int(model.model.optimizer.iterations.numpy()) == 0
+
+
+def test_the_averaged_model_holds_the_mean_of_the_replicas_weights():
+    from pyflink_tensair import averaged_keras_model
+    from pyflink_tensair.core.events import FinalModel
+    from pyflink_tensair.flink.types import encode_final_model
+
+    a, b = (KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=s)).get_weights() for s in (0, 1))
+    records = [encode_final_model(FinalModel(1, 7, b)), FinalModel(0, 9, a)]  # bytes or decoded, any order
+    averaged = KerasModelAdapter(averaged_keras_model(records, zoo.quickstart_classifier)).get_weights()
+    for name in a:
+        np.testing.assert_allclose(averaged[name], (a[name] + b[name]) / 2, rtol=1e-6)
+    with pytest.raises(ModelError, match="no final model to average"):
+        averaged_keras_model([], zoo.quickstart_classifier)

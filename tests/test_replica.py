@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from pyflink_tensair import Mode, ProtocolError, TrainConfig
-from pyflink_tensair.core import Batch, Broadcast, DoneMessage, FinalModel, GradientMessage, Metrics, Prediction, Replica
+from pyflink_tensair import ConfigError, Mode, PeerUpdates, ProtocolError, TrainConfig
+from pyflink_tensair.core import (Batch, Broadcast, DoneMessage, FinalModel, GradientMessage, Metrics, Prediction, Replica,
+                                  StepResult)
 from pyflink_tensair.testing import LinearModel, make_regression_batches, simulate
 
 
@@ -231,3 +232,85 @@ def test_a_lone_replica_sends_no_gradients_but_still_ends_its_channel():
     events = replica.on_input_end()
     assert [e.message for e in events if isinstance(e, Broadcast)] == [DoneMessage(0, 1, acks=(0,))]
     assert replica.finished
+
+
+class _FusedLinearModel(LinearModel):
+    """A model with the optional fused ``train_step``; counts which path the replica takes."""
+
+    def __init__(self, *args, sparse_values=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if sparse_values is not None:
+            self.sparse_values = sparse_values
+        self.calls = []
+
+    def train_step(self, batch, return_gradients=True):
+        self.calls.append(("train_step", return_gradients))
+        result = LinearModel.compute_gradients(self, batch)
+        LinearModel.apply_gradients(self, result.gradients)
+        return result if return_gradients else StepResult(result.predictions, result.loss, result.accuracy)
+
+    def compute_gradients(self, batch):
+        self.calls.append(("compute_gradients",))
+        return super().compute_gradients(batch)
+
+
+@pytest.mark.parametrize("bound, replicas, sparse_values, model_rounds, fused", [
+    (None, 2, "float32", None, True), (4, 2, "float32", None, True),
+    (None, 1, "float32", None, True),  # no peers: the gradient need not leave the model
+    (0, 2, "float32", None, False),  # synchronous: the step's gradient is applied averaged, later
+    (None, 2, "float16", None, False),  # the model does not round its own rows as peers decode them
+    (None, 2, "float16", "float16", True),
+])
+def test_replica_uses_the_models_fused_step_only_where_it_means_compute_then_apply(bound, replicas, sparse_values,
+                                                                                   model_rounds, fused):
+    batches = make_regression_batches(4, 3, seed=1)
+    plain = simulate(lambda r: LinearModel(3, seed=0), batches, TrainConfig(replicas=replicas, staleness_bound=bound,
+                                                                            sparse_values=sparse_values))
+    models = []
+
+    def make(r):
+        models.append(_FusedLinearModel(3, seed=0, sparse_values=model_rounds))
+        return models[-1]
+
+    result = simulate(make, batches, TrainConfig(replicas=replicas, staleness_bound=bound, sparse_values=sparse_values))
+    for r in range(replicas):  # the same weights either way
+        np.testing.assert_array_equal(result.final_models[r].weights["w"], plain.final_models[r].weights["w"])
+    used = {call for m in models for call in m.calls}
+    assert used == ({("train_step", replicas > 1)} if fused else {("compute_gradients",)})
+
+
+def _peer_message(sender, step, gradients):
+    return GradientMessage(sender, step, step, gradients, acks=(0, 0))
+
+
+@pytest.mark.parametrize("updates, local_steps, expected_w", [
+    (PeerUpdates(), 0, [-0.5, -1.0]),  # lr 0.5, no momentum: w -= 0.5 * g
+    (PeerUpdates(scale=0.5), 0, [-0.25, -0.5]),
+    (PeerUpdates(damping="inverse"), 3, [-0.25, -0.5]),  # 3 local steps past the sender's step 2: 1 / (1 + 1)
+    (PeerUpdates(rule="sgd", sgd_learning_rate=0.1), 0, [-0.1, -0.2]),
+])
+def test_peer_gradients_are_weighed_as_peer_updates_say(updates, local_steps, expected_w):
+    replica = Replica(0, 2, _model([0.0, 0.0], learning_rate=0.5, momentum=0.0), staleness_bound=None,
+                      peer_updates=updates)
+    replica.local_step = local_steps  # as if it had trained: only the step count matters to the factor
+    replica.on_gradient(_peer_message(1, 2, {"w": np.array([1.0, 2.0]), "b": np.array([0.0])}))
+    np.testing.assert_allclose(replica.model.weights["w"], expected_w)
+    assert replica.messages_applied == 1
+
+
+def test_the_sgd_rule_leaves_the_optimizer_slots_to_own_gradients():
+    replica = Replica(0, 2, _model([0.0, 0.0], learning_rate=0.5, momentum=0.9), staleness_bound=None,
+                      peer_updates=PeerUpdates(rule="sgd", sgd_learning_rate=0.1))
+    replica.on_gradient(_peer_message(1, 1, {"w": np.array([1.0, 2.0]), "b": np.array([3.0])}))
+    assert not any(v.any() for v in replica.model.velocity.values())
+
+
+def test_peer_updates_refuse_what_cannot_apply_them():
+    class NoPlainStep:  # a model without apply_sgd
+        def get_weights(self):
+            return {"w": np.zeros(1)}
+
+    with pytest.raises(ConfigError, match="needs a model with apply_sgd"):
+        Replica(0, 2, NoPlainStep(), peer_updates=PeerUpdates(rule="sgd", sgd_learning_rate=0.1))
+    with pytest.raises(ConfigError, match="peer_updates need staleness_bound None or > 0"):
+        Replica(0, 2, LinearModel(2), staleness_bound=0, peer_updates=PeerUpdates(scale=0.5))

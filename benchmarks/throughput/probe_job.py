@@ -3,8 +3,8 @@
     python benchmarks/throughput/probe_job.py --system dasgd --workload dense --replicas 2 --rate 8 --batches 160 --outdir DIR
     flink run -py benchmarks/throughput/probe_job.py --system flinkml ...
 
-``--system limit`` runs no Flink: the same compiled train step in a plain Python loop over the same
-encoded batches, as fast as it goes (it writes the same metrics records, without delays).
+``--system limit`` runs no Flink: the same compiled train step (``train_step``, as a replica without
+peers runs it) in a plain Python loop over the same encoded batches, as fast as it goes (it writes the same metrics records, without delays).
 """
 
 from __future__ import annotations
@@ -71,14 +71,13 @@ def plain_loop(workload, args) -> None:
     model = KerasModelAdapter(load_model(workload.model, seed=0))
     encoded = [wire.encode_batch(workload.make_batch(i)) for i in range(args.batches)]
     warm_up = wire.decode_batch(encoded[0])
-    model.apply_gradients(model.compute_gradients(warm_up).gradients)  # compiled before the loops start
+    model.train_step(warm_up, return_gradients=False)  # compiled before the loops start
     if args.barrier:
         wait_for_peers(args.barrier, args.processes)
     with open(os.path.join(args.outdir, "metrics-0.jsonl"), "w") as out:
         for step, data in enumerate(encoded, 1):
             batch = wire.decode_batch(data)
-            result = model.compute_gradients(batch)
-            model.apply_gradients(result.gradients)
+            result = model.train_step(batch, return_gradients=False)  # a lone replica's step
             out.write(Metrics(0, "batch", time.time(), step, step, result.loss, result.accuracy, 0, 0.0, 0, 0, 0, 0, 0,
                               0, 0, batch.id).to_json() + "\n")
 

@@ -22,19 +22,20 @@ from typing import Callable, Optional
 from ..config import TrainConfig
 from ..core.summary import summarize
 from ..errors import ModelError
-from ..flink.results import keras_model
+from ..flink.results import averaged_final_model, keras_model
 from ..flink.types import decode_final_model
 from ..flink.sinks import write_json_lines, write_records
 from .flags import default_outdir
 from .progress import Progress, show_probe as default_show_probe
 
 _RESULT_FILES = ("metrics-*.jsonl", "probes-*.jsonl", "predictions-*.jsonl", "mode-changes-*.jsonl", "model-*.bin")
-_SHOWN = ("batches", "final_loss", "window_accuracy", "holdout_accuracy", "batches_per_s",
+_SHOWN = ("batches", "final_loss", "window_accuracy", "holdout_accuracy", "holdout_accuracy_averaged", "batches_per_s",
           "mean_gradient_message_bytes", "replica_max_weight_diff", "model_versions")
 
 
-def evaluate_models(models, model, batches) -> dict:
-    """Mean loss and accuracy of each final model on held-out ``batches``, averaged over replicas."""
+def evaluate_models(models, model, batches, suffix: str = "") -> dict:
+    """Mean loss and accuracy of each final model on held-out ``batches``, averaged over replicas
+    (keys ``holdout_loss<suffix>``, ``holdout_accuracy<suffix>``)."""
     from ..models.keras_adapter import KerasModelAdapter, load_model
 
     if not models:
@@ -47,8 +48,8 @@ def evaluate_models(models, model, batches) -> dict:
         losses.append(sum(r.loss for r in results) / len(results))
         if all(r.accuracy is not None for r in results):
             accuracies.append(sum(r.accuracy for r in results) / len(results))
-    return {"holdout_loss": sum(losses) / len(losses),
-            "holdout_accuracy": sum(accuracies) / len(accuracies) if accuracies else None,
+    return {f"holdout_loss{suffix}": sum(losses) / len(losses),
+            f"holdout_accuracy{suffix}": sum(accuracies) / len(accuracies) if accuracies else None,
             "holdout_batches": len(batches)}
 
 
@@ -135,6 +136,8 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
                     **(extra_summary or {})})
     if holdout is not None:
         summary.update(evaluate_models(models, model, holdout))
+        if len(models) > 1:  # the replicas' mean as one model
+            summary.update(evaluate_models([averaged_final_model(models)], model, holdout, suffix="_averaged"))
     if finish is not None:
         summary.update(finish(summary, metrics, models, progress.probes.records))
     if config.export_dir:

@@ -98,6 +98,18 @@ def average_gradients(gradient_sets: Sequence[Gradients]) -> Gradients:
     return total if len(gradient_sets) == 1 else scale_gradients(total, 1.0 / len(gradient_sets))
 
 
+def average_weights(weight_sets: Sequence[Gradients]) -> Gradients:
+    """The element-wise mean of several models' weights, in the order given: one model that
+    stands for DASGD replicas whose weights drifted apart.
+
+    Example::
+
+        >>> average_weights([{"w": np.array([1.0, 2.0])}, {"w": np.array([3.0, 2.0])}])["w"].tolist()
+        [2.0, 2.0]
+    """
+    return average_gradients(weight_sets)
+
+
 def dense_nbytes(gradients: Gradients) -> int:
     """What the same gradients would weigh sent dense (the size TensAIR's messages have)."""
     return sum(g.dense_nbytes if isinstance(g, SparseGradient) else g.nbytes for g in gradients.values())

@@ -38,6 +38,12 @@ class TrainableModel(Protocol):
     def apply_gradients(self, gradients: Gradients) -> None:
         """Applies one update through the model's own optimizer."""
 
+    # Optional, a faster path: ``train_step(batch, return_gradients=True) -> StepResult``, which
+    # is ``compute_gradients(batch)`` followed by ``apply_gradients`` of the gradient it returns,
+    # in one call (``gradients`` is ``None`` with ``return_gradients=False``). A DASGD replica
+    # uses it for its own steps where present. A model whose sparse rows travel as half floats
+    # declares it with ``sparse_values = "float16"`` and applies the rows rounded so.
+
     def get_state(self) -> Dict[str, np.ndarray]:
         """Weights and optimizer slots as plain arrays."""
 

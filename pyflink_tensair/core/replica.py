@@ -58,13 +58,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
 import time
 from typing import Callable, Deque, Dict, List, Optional
 
 import numpy as np
 
-from ..config import AutoSettings, Mode, TrainConfig
+from ..config import AutoSettings, Mode, PeerUpdates, TrainConfig
 from ..drift.policy import AutoPolicy
 from ..errors import ConfigError, ProtocolError
 from . import wire
@@ -72,6 +73,7 @@ from .events import Broadcast, FinalModel, Metrics, ModeChange, Prediction, weig
 from .gradients import average_gradients, dense_nbytes, round_sparse_values, sum_gradients
 from .messages import Batch, DoneMessage, GradientMessage, Gradients, ModeMessage, PeerMessage, SparseGradient
 from .model_api import StepResult, TrainableModel
+from .peer_updates import check_model as check_peer_model, peer_update
 
 Event = object
 _RATE_WINDOW = 32
@@ -85,12 +87,14 @@ class Replica:
         """Replica ``replica_id`` of ``config.replicas``, with the config's protocol settings."""
         return cls(replica_id, config.replicas, model, staleness_bound=config.staleness_bound,
                    broadcast_every=config.broadcast_every, buffer_capacity=config.buffer_capacity,
-                   mode=config.mode, auto=config.auto, sparse_values=config.sparse_values, **kwargs)
+                   mode=config.mode, auto=config.auto, sparse_values=config.sparse_values,
+                   peer_updates=config.peer_updates, **kwargs)
 
     def __init__(self, replica_id: int, replicas: int, model: TrainableModel, *,
                  staleness_bound: Optional[int] = None, broadcast_every: int = 1,
                  buffer_capacity: int = 64, mode: Mode = Mode.TRAIN, auto: Optional[AutoSettings] = None,
-                 sparse_values: str = "float32", clock: Callable[[], float] = time.time):
+                 sparse_values: str = "float32", peer_updates: Optional[PeerUpdates] = None,
+                 clock: Callable[[], float] = time.time):
         if not 0 <= replica_id < replicas:
             raise ConfigError(f"replica_id must be in [0, {replicas}). Received: replica_id={replica_id}")
         if staleness_bound == 0 and broadcast_every != 1:
@@ -107,6 +111,14 @@ class Replica:
             raise ConfigError("mode 'auto' needs staleness_bound None or > 0. Received: staleness_bound=0")
         self.policy = (auto or AutoSettings()).policy() if self.mode is Mode.AUTO else None
         self.sparse_values = sparse_values  # how its messages' sparse rows travel (TrainConfig)
+        self.peer_updates = peer_updates or PeerUpdates()
+        if staleness_bound == 0 and not self.peer_updates.plain:
+            raise ConfigError("peer_updates need staleness_bound None or > 0. Received: staleness_bound=0")
+        check_peer_model(self.peer_updates, model)
+        # the model's own train_step (TrainableModel) applies the gradient it returns, so it may
+        # stand for compute then apply only where it rounds sparse rows as the peers decode them
+        self._fused_step = hasattr(model, "train_step") and (
+            sparse_values == "float32" or getattr(model, "sparse_values", None) == sparse_values)
         self._clock = clock
         self._peers = [p for p in range(replicas) if p != replica_id]
         # counters (part of the snapshot)
@@ -202,7 +214,8 @@ class Replica:
             self._sync_pending.setdefault(message.step, {})[message.sender] = message.gradients
             self._complete_sync_steps()
         else:
-            self._model_call(self.model.apply_gradients, message.gradients)
+            apply = peer_update(self.peer_updates, local_step=self.local_step, sender_step=message.step)
+            self._model_call(functools.partial(apply, self.model), message.gradients)
             self.model_version += 1
             self.messages_applied += 1
             self._mark_applied(message.sender, message.first_step, message.step)
@@ -334,9 +347,13 @@ class Replica:
 
     def _train(self, batch: Batch, out: List[Event]) -> None:
         staleness = self._staleness()
-        result = self._model_call(self.model.compute_gradients, batch)
-        if self.sparse_values != "float32" and self._peers:  # use the rows as the peers will decode them
-            result = dataclasses.replace(result, gradients=round_sparse_values(result.gradients, np.dtype(self.sparse_values)))
+        fused = not self.synchronous and self._fused_step
+        if fused:  # computed and applied in one call; the gradient leaves the model only for peers
+            result = self._model_call(functools.partial(self.model.train_step, return_gradients=bool(self._peers)), batch)
+        else:
+            result = self._model_call(self.model.compute_gradients, batch)
+            if self.sparse_values != "float32" and self._peers:  # use the rows as the peers will decode them
+                result = dataclasses.replace(result, gradients=round_sparse_values(result.gradients, np.dtype(self.sparse_values)))
         out.append(self._prediction(batch, result))
         self.local_step += 1
         if self.synchronous:
@@ -344,13 +361,15 @@ class Replica:
             self._send(GradientMessage(self.id, self.local_step, self.local_step, result.gradients), out)
             self._complete_sync_steps()
         else:
-            self._model_call(self.model.apply_gradients, result.gradients)
+            if not fused:
+                self._model_call(self.model.apply_gradients, result.gradients)
             self.model_version += 1
-            if not self._outgoing:
-                self._outgoing_first = self.local_step
-            self._outgoing.append(result.gradients)
-            if len(self._outgoing) >= self.broadcast_every:
-                self._flush_outgoing(out)
+            if self._peers:
+                if not self._outgoing:
+                    self._outgoing_first = self.local_step
+                self._outgoing.append(result.gradients)
+                if len(self._outgoing) >= self.broadcast_every:
+                    self._flush_outgoing(out)
         self._note_scores(result)
         self._train_times.append(self._clock())
         out.append(self._metrics("batch", batch, staleness, trained=True))

@@ -3,8 +3,10 @@
 Example::
 
     out = train(batches, model=zoo.quickstart_classifier, config=TrainConfig(replicas=2))
-    models = keras_models(out.models.execute_and_collect(), zoo.quickstart_classifier)
+    records = list(out.models.execute_and_collect())
+    models = keras_models(records, zoo.quickstart_classifier)
     models[0].predict(x)
+    averaged_keras_model(records, zoo.quickstart_classifier).predict(x)  # one model for all replicas
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ from __future__ import annotations
 from typing import Iterable, List, Union
 
 from ..core.events import FinalModel
+from ..core.gradients import average_weights
+from ..errors import ModelError
 from .types import decode_final_model
+
+
+def _decoded(records: Iterable[Union[FinalModel, bytes]]) -> List[FinalModel]:
+    finals = [r if isinstance(r, FinalModel) else decode_final_model(r) for r in records]
+    return sorted(finals, key=lambda f: f.replica)
 
 
 def keras_model(final: Union[FinalModel, bytes], model):
@@ -30,5 +39,20 @@ def keras_model(final: Union[FinalModel, bytes], model):
 
 def keras_models(records: Iterable[Union[FinalModel, bytes]], model) -> List:
     """:func:`keras_model` of each record, in replica order."""
-    finals = [r if isinstance(r, FinalModel) else decode_final_model(r) for r in records]
-    return [keras_model(f, model) for f in sorted(finals, key=lambda f: f.replica)]
+    return [keras_model(f, model) for f in _decoded(records)]
+
+
+def averaged_final_model(records: Iterable[Union[FinalModel, bytes]]) -> FinalModel:
+    """One :class:`FinalModel` whose weights are the mean of every replica's final weights
+    (``replica`` -1, ``model_version`` the highest): the model to keep from DASGD replicas,
+    whose weights differ a little (synchronous replicas are equal, and so is their mean)."""
+    finals = _decoded(records)
+    if not finals:
+        raise ModelError("no final model to average: the job returned none")
+    return FinalModel(-1, max(f.model_version for f in finals), average_weights([f.weights for f in finals]),
+                      finals[0].initial_digest)
+
+
+def averaged_keras_model(records: Iterable[Union[FinalModel, bytes]], model):
+    """:func:`keras_model` of :func:`averaged_final_model`."""
+    return keras_model(averaged_final_model(records), model)

@@ -1,9 +1,11 @@
 """Adapts a compiled Keras 3 model (TensorFlow backend) to the replica's model interface.
 
 ``compute_gradients`` and ``apply_gradients`` are separate compiled ``tf.function`` s: the replica
-decides when and what to apply; ``model.fit`` is never called. Gradients of embedding lookups
-(``tf.IndexedSlices``) stay sparse: the touched rows are made unique and their values summed
-inside the compiled step, so only those rows ever leave TensorFlow.
+decides when and what to apply; ``model.fit`` is never called. ``train_step`` is both in one
+compiled call (a DASGD replica applies its own gradient at once): the gradient never crosses into
+NumPy and back before it is applied, and leaves TensorFlow only when peers need it. Gradients of
+embedding lookups (``tf.IndexedSlices``) stay sparse: the touched rows are made unique and their
+values summed inside the compiled step, so only those rows ever leave TensorFlow.
 
 Example::
 
@@ -14,6 +16,8 @@ Example::
     >>> result = model.compute_gradients(batch)
     >>> result.predictions.shape, sorted(result.gradients)[0]
     ((8, 4), '000')
+    >>> model.train_step(batch, return_gradients=False).gradients is None  # applied, nothing to send
+    True
 """
 
 from __future__ import annotations
@@ -127,6 +131,7 @@ class KerasModelAdapter:
         # TrainConfig.sparse_values: embedding rows leave the compiled step already as half floats
         # (a cast in TensorFlow; NumPy's float16 conversions cost tens of ms per word2vec message)
         self._sparse_dtype = tf.float16 if sparse_values == "float16" else None
+        self.sparse_values = sparse_values
         self.model = model
         self._accuracy_enabled = accuracy is not None
         self._variables = list(model.trainable_variables)
@@ -139,6 +144,8 @@ class KerasModelAdapter:
         self._step_fn = tf.function(self._step, reduce_retracing=True)
         self._eval_fn = tf.function(self._eval, reduce_retracing=True)
         self._apply_fn = tf.function(self._apply, reduce_retracing=True)
+        self._train_fn = tf.function(self._train, reduce_retracing=True)
+        self._sgd_fn = tf.function(self._sgd, reduce_retracing=True)
 
     # ---------------------------------------------------------------- compiled functions
 
@@ -182,6 +189,22 @@ class KerasModelAdapter:
                  for g, v in zip(grads, self._variables)]  # half-float rows, widened here
         self.model.optimizer.apply_gradients(zip(grads, self._variables))
 
+    def _sgd(self, grads, learning_rate):
+        for grad, variable in zip(grads, self._variables):
+            if isinstance(grad, tf.IndexedSlices):
+                variable.value.scatter_sub(tf.IndexedSlices(learning_rate * tf.cast(grad.values, variable.dtype),
+                                                            grad.indices, grad.dense_shape))
+            else:
+                variable.assign_sub(learning_rate * grad)
+
+    def _train(self, x, y):
+        """``_step`` then ``_apply`` of its gradient, as a peer would decode it (the same rows,
+        the same half floats), in one graph: bit for bit what the two calls do."""
+        loss, y_pred, accuracy, grads = self._step(x, y)
+        self._apply([tf.IndexedSlices(g[1], g[0], tf.constant(shape, tf.int64)) if isinstance(g, tuple) else g
+                     for g, shape in zip(grads, self._shapes)])
+        return loss, y_pred, accuracy, grads
+
     # ---------------------------------------------------------------- TrainableModel
 
     @staticmethod
@@ -190,15 +213,25 @@ class KerasModelAdapter:
         return x, batch.y
 
     def compute_gradients(self, batch: Batch) -> StepResult:
+        return self._result(self._step_fn, batch, True)
+
+    def train_step(self, batch: Batch, return_gradients: bool = True) -> StepResult:
+        """``compute_gradients`` and ``apply_gradients`` of its gradient in one compiled call;
+        ``return_gradients=False`` (a replica without peers): the gradient stays in TensorFlow."""
+        return self._result(self._train_fn, batch, return_gradients)
+
+    def _result(self, function, batch: Batch, return_gradients: bool) -> StepResult:
         if batch.y is None:
             raise ModelError("a batch to train on needs labels 'y'")
-        loss, y_pred, acc, grads = self._step_fn(*self._inputs(batch))
-        gradients: Gradients = {}
-        for name, shape, grad in zip(self.names, self._shapes, grads):
-            if isinstance(grad, tuple):
-                gradients[name] = SparseGradient(grad[0].numpy(), grad[1].numpy(), shape)
-            else:
-                gradients[name] = grad.numpy()
+        loss, y_pred, acc, grads = function(*self._inputs(batch))
+        gradients: Optional[Gradients] = None
+        if return_gradients:
+            gradients = {}
+            for name, shape, grad in zip(self.names, self._shapes, grads):
+                if isinstance(grad, tuple):
+                    gradients[name] = SparseGradient(grad[0].numpy(), grad[1].numpy(), shape)
+                else:
+                    gradients[name] = grad.numpy()
         return StepResult(predictions=y_pred.numpy(), loss=float(loss), accuracy=_maybe(acc), gradients=gradients)
 
     def evaluate(self, batch: Batch) -> StepResult:
@@ -206,6 +239,14 @@ class KerasModelAdapter:
         return StepResult(predictions=y_pred.numpy(), loss=_maybe(loss), accuracy=_maybe(acc))
 
     def apply_gradients(self, gradients: Gradients) -> None:
+        self._apply_fn(self._tensors(gradients))
+
+    def apply_sgd(self, gradients: Gradients, learning_rate: float) -> None:
+        """A plain step ``w -= learning_rate * g`` that leaves the optimizer's slots alone
+        (:class:`~pyflink_tensair.config.PeerUpdates` ``rule="sgd"``)."""
+        self._sgd_fn(self._tensors(gradients), tf.constant(learning_rate, tf.float32))
+
+    def _tensors(self, gradients: Gradients) -> list:
         grads = []
         for name, shape in zip(self.names, self._shapes):
             grad = gradients.get(name)
@@ -216,7 +257,7 @@ class KerasModelAdapter:
                                               dense_shape=tf.constant(shape, tf.int64)))
             else:
                 grads.append(tf.convert_to_tensor(grad))
-        self._apply_fn(grads)
+        return grads
 
     def get_weights(self) -> Dict[str, np.ndarray]:
         return {name: v.numpy() for name, v in zip(self.names, self._variables)}

@@ -33,6 +33,8 @@ MODEL_RULES = {
     "wire_round_trip": "gradients must come out of the wire format (core.wire) unchanged",
     "apply_changes": "apply_gradients must change the weights",
     "deterministic_apply": "the same gradients applied to equal models must give equal weights",
+    "train_step": ("a model's optional train_step(batch) must return compute_gradients' result and leave the "
+                   "weights apply_gradients of that gradient leaves, bit for bit"),
     "state_round_trip": ("a model restored with set_state(other.get_state()) must train exactly like the other "
                          "(weights and optimizer slots)"),
     "set_weights": ("set_weights of a model's changed weights (a SparseGradient: only its rows) must make another "
@@ -69,6 +71,10 @@ def _weights_diff(a: Dict[str, np.ndarray], b: Dict[str, np.ndarray]) -> Optiona
         if not np.array_equal(x, y):
             return f"weight {name!r} differs by up to {max_weight_diff([{name: x}, {name: y}]):.3g}"
     return None
+
+
+def _dense(gradient) -> np.ndarray:
+    return gradient.to_dense() if isinstance(gradient, SparseGradient) else np.asarray(gradient)
 
 
 def _labelled(batches: Sequence[Batch], caller: str) -> List[Batch]:
@@ -162,6 +168,7 @@ def check_trainable_model(factory: Callable[[], TrainableModel], batches: Sequen
                                                                     abs_tol=atol),
                  "evaluate_loss", f"batch {i}: evaluate gave {evaluated.loss!r}, compute_gradients {result.loss!r}")
         _check_wire(result.gradients)
+    fused = factory() if hasattr(first, "train_step") else None
     for i, batch in enumerate(batches):  # both models take first's gradients, step by step
         before = first.get_weights()
         grads = _train_step(first, batch)
@@ -171,8 +178,13 @@ def check_trainable_model(factory: Callable[[], TrainableModel], batches: Sequen
                  "the weights did not move when the gradients of batch 0 were applied")
         differ = _weights_diff(after, second.get_weights())
         _require(differ is None, "deterministic_apply", f"after batch {i}: {differ}")
+        if fused is not None:
+            returned = fused.train_step(batch).gradients
+            differ = _weights_diff(after, fused.get_weights()) or _weights_diff(
+                {n: _dense(g) for n, g in grads.items()}, {n: _dense(g) for n, g in (returned or {}).items()})
+            _require(differ is None, "train_step", f"after batch {i}: {differ}")
     passed = ["equal_start", "step_result", "no_side_effects", "evaluate_loss", "wire_round_trip", "apply_changes",
-              "deterministic_apply"]
+              "deterministic_apply"] + (["train_step"] if fused is not None else [])
     restored = factory()
     restored.set_state(first.get_state())
     differ = _weights_diff(first.get_weights(), restored.get_weights())

@@ -53,6 +53,12 @@ class LinearModel:
             self.velocity[name] = self.momentum * self.velocity[name] + dense
             self.weights[name] = self.weights[name] - self.learning_rate * self.velocity[name]
 
+    def apply_sgd(self, gradients: Gradients, learning_rate: float) -> None:
+        """A plain step ``w -= learning_rate * g``; the momentum buffers stay as they are."""
+        for name, grad in gradients.items():
+            dense = grad.to_dense() if hasattr(grad, "to_dense") else grad
+            self.weights[name] = self.weights[name] - learning_rate * dense
+
     def get_state(self) -> Dict[str, np.ndarray]:
         return {**{f"weights/{k}": v.copy() for k, v in self.weights.items()},
                 **{f"velocity/{k}": v.copy() for k, v in self.velocity.items()}}
