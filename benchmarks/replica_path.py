@@ -48,6 +48,12 @@ CANDIDATES: Dict[str, List[str]] = {
     "source-process": ["--source-execution", "process"],  # ... in a Python worker (the default until 2026-12-01)
     "broadcast-4": ["--broadcast-every", "4"],  # a replica's gradients of 4 local steps summed into one message
     "broadcast-8": ["--broadcast-every", "8"],  # ... of 8 (TensAIR's knob: fewer messages, staler peers)
+    "unfused": ["--unfused-step"],  # compute, then apply, in two calls (before 2026-12-02); its limit too
+    # the staleness bound (the later --system wins over the candidate runner's "dasgd")
+    "bound-1": ["--system", "bounded", "--staleness-bound", "1"],
+    "bound-2": ["--system", "bounded", "--staleness-bound", "2"],
+    "bound-4": ["--system", "bounded", "--staleness-bound", "4"],
+    "average-8": ["--average-every", "8"],  # periodic model averaging every 8 local steps
 }
 
 
@@ -66,6 +72,8 @@ def candidate_args(name: str) -> List[str]:
         if part not in CANDIDATES:
             raise SystemExit(f"unknown candidate part {part!r}; known: {', '.join([*CANDIDATES, CLUSTER])}")
         args += CANDIDATES[part]
+    if "--unfused-step" in args and on_cluster(name):
+        raise SystemExit("the candidate part 'unfused' is set in the client's environment: local runs only")
     if "--replica-execution" not in args:  # a candidate says where the replicas run, whatever the default
         args += CANDIDATES["process"]
     return args
@@ -117,10 +125,10 @@ def run_candidate(spec, workload: str, replicas: int, batches: int, args: List[s
     return {"rate": _rate(kept), "profile": profile(records), "final_loss": sum(losses) / len(losses) if losses else None, "cpu_ms_per_batch": cpu, "wall_s": result["wall_s"]}
 
 
-def run_ceiling(spec, workload: str, replicas: int, pixels_args: List[str]) -> float:
+def run_ceiling(spec, workload: str, replicas: int, extra: List[str]) -> float:
     from benchmarks.throughput.run import run_limit
 
-    return run_limit(spec, workload, replicas, extra=pixels_args)["sustainable_rate"]
+    return run_limit(spec, workload, replicas, extra=extra)["sustainable_rate"]
 
 
 def _median_loss(done) -> str:
@@ -152,7 +160,8 @@ def main(argv=None) -> int:
             for name in names:
                 extra = candidate_args(name)
                 pixels = [a for i, a in enumerate(extra) if a == "--pixels" or (i and extra[i - 1] == "--pixels")]
-                limit = run_ceiling(spec, args.workload, args.replicas, pixels)
+                step = [a for a in extra if a == "--unfused-step"]  # the ceiling runs the candidate's step
+                limit = run_ceiling(spec, args.workload, args.replicas, pixels + step)
                 got = run_candidate(spec, args.workload, args.replicas, args.batches, extra,
                                     cluster_dir if on_cluster(name) else None)
                 got.update(limit=limit, ratio=got["rate"] / limit if got["rate"] and limit else None, repeat=repeat)

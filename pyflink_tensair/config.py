@@ -158,6 +158,11 @@ class PeerUpdates:
             factor * g`` that leaves the optimizer's slots to the replica's own gradients (the
             model needs ``apply_sgd``; the Keras adapter has it).
         sgd_learning_rate: the plain step's learning rate; required with ``rule="sgd"``.
+        average_every: every this many local steps a replica sends its weights through the
+            loop, and each peer moves its own ``1 / replicas`` of the way towards them (periodic
+            model averaging); ``None``: never. Only variables with dense gradients are averaged:
+            embedding tables (sparse gradients) stay out, their rows travel in the gradient
+            messages and a whole table every few steps would outweigh them many times.
 
     Example::
 
@@ -169,6 +174,7 @@ class PeerUpdates:
     damping: str = "none"
     rule: str = "optimizer"
     sgd_learning_rate: Optional[float] = None
+    average_every: Optional[int] = None
 
     def __post_init__(self):
         if isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)) or not 0 < self.scale <= 1:
@@ -181,14 +187,22 @@ class PeerUpdates:
                 self.sgd_learning_rate, (int, float)) or not self.sgd_learning_rate > 0):
             raise ConfigError("PeerUpdates(rule='sgd') needs sgd_learning_rate, a number > 0 (the plain step's "
                               f"learning rate). Received: sgd_learning_rate={self.sgd_learning_rate!r}")
+        if self.average_every is not None and (not _is_int(self.average_every) or self.average_every < 1):
+            raise ConfigError(f"PeerUpdates.average_every must be an int >= 1 or None. "
+                              f"Received: average_every={self.average_every!r}")
         if self.rule == "optimizer" and self.sgd_learning_rate is not None:
             raise ConfigError("sgd_learning_rate is for PeerUpdates(rule='sgd'). "
                               f"Received: rule='optimizer', sgd_learning_rate={self.sgd_learning_rate!r}")
 
     @property
+    def weighs_gradients(self) -> bool:
+        """Whether peer gradients are applied other than as they are, through the optimizer."""
+        return not (self.scale == 1 and self.damping == "none" and self.rule == "optimizer")
+
+    @property
     def plain(self) -> bool:
-        """Whether peer gradients are applied as they are (TensAIR's rule)."""
-        return self.scale == 1 and self.damping == "none" and self.rule == "optimizer"
+        """TensAIR's rule: peer gradients applied as they are, weights never averaged."""
+        return not self.weighs_gradients and self.average_every is None
 
     def factor(self, local_step: int, sender_step: int) -> float:
         """The factor on a gradient the sender computed at ``sender_step``, applied by a replica
@@ -263,7 +277,9 @@ class TrainConfig:
             (``"never"``) or ``"auto"`` (not with ``staleness_bound=0``).
         auto: :class:`AutoSettings` of ``Mode.AUTO``.
         peer_updates: :class:`PeerUpdates`, how DASGD replicas weigh their peers' gradients
-            (not with ``staleness_bound=0``, where every replica applies the same average).
+            and how often they average their weights. With ``staleness_bound=0`` every replica
+            applies the same average and the replicas stay equal: weighing is refused there, and
+            averaging equal weights changes nothing (no weights are sent).
         seed: seeds model initialisation; every replica starts from the same weights.
         tf_intra_op_threads: TensorFlow intra-op threads per replica (``None``: TensorFlow's
             default, all cores).
@@ -358,7 +374,7 @@ class TrainConfig:
                               "Received: mode='auto', staleness_bound=0")
         if not isinstance(self.peer_updates, PeerUpdates):
             raise ConfigError(f"peer_updates must be a PeerUpdates. Received: peer_updates={self.peer_updates!r}")
-        if self.staleness_bound == 0 and not self.peer_updates.plain:
+        if self.staleness_bound == 0 and self.peer_updates.weighs_gradients:
             raise ConfigError("peer_updates weigh DASGD's peer gradients; synchronous replicas (staleness_bound=0) "
                               f"apply every step's average. Received: staleness_bound=0, peer_updates={self.peer_updates!r}")
         if not isinstance(self.auto, AutoSettings):

@@ -346,5 +346,21 @@ def test_staleness_accuracy_reports_each_replica_and_the_average():
     assert stale["max_staleness"] > fresh["max_staleness"] and stale["max_weight_diff"] > 0
     assert damped["replica_accuracy"] != stale["replica_accuracy"]  # the remedy changed the run
     assert all(0.0 <= a <= 1.0 for r in rows for a in r["replica_accuracy"] + [r["averaged_accuracy"]])
-    with pytest.raises(ValueError, match="a remedy is plain, scale=F, inverse or sgd=LR"):
+    with pytest.raises(ValueError, match="a remedy is plain, scale=F, inverse, sgd=LR or average=K"):
         staleness_accuracy.main(["--remedies", "scale"])
+
+
+def test_learning_quality_parses_settings_and_tabulates_means_per_setting():
+    from benchmarks import learning_quality
+
+    assert learning_quality.parse_settings("a=--replicas 1;;b = --replicas 2 --peer-scale 0.5") == [
+        ("a", ["--replicas", "1"]), ("b", ["--replicas", "2", "--peer-scale", "0.5"])]
+    with pytest.raises(ValueError, match="a setting is 'label=flags'"):
+        learning_quality.parse_settings("--replicas 2")
+    single = learning_quality.figures({"replicas": 1, "holdout_accuracy": 0.9, "final_loss": 0.3})
+    assert single["holdout_accuracy_averaged"] == 0.9 and single["cooccurring_after"] is None
+    words = learning_quality.figures({"replicas": 2, "final_loss": 0.5, "cosine": {"cooccurring_after": 0.47}})
+    assert words["cooccurring_after"] == 0.47 and words["holdout_accuracy"] is None
+    rows = [{"setting": "sync", "seeds": [{"final_loss": 0.5}, {"final_loss": 0.3}], "mean": {"final_loss": 0.4}}]
+    text = learning_quality.table(rows)
+    assert "| setting | final loss |" in text and "| sync | **0.4** (0.5 / 0.3) |" in text

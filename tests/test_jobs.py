@@ -200,6 +200,9 @@ def test_drift_demo_trains_less_in_auto_and_detects_the_permutation(tmp_path):
     ("word2vec.py", ["--corpus", "/no/such/corpus"], "is neither a file nor a folder"),
     ("word2vec.py", ["--negatives", "0"], "argument --negatives: negatives must be an int >= 1"),
     ("word2vec.py", ["--dim", "0"], "argument --dim: dim must be an int >= 1"),
+    ("quickstart.py", ["--peer-scale", "2"], "argument --peer-scale: PeerUpdates.scale must be a number in (0, 1]"),
+    ("quickstart.py", ["--peer-rule", "sgd"], "--peer-rule sgd needs --peer-sgd-lr LR"),
+    ("image_classification.py", ["--average-every", "0"], "PeerUpdates.average_every must be an int >= 1 or None"),
 ])
 def test_bad_arguments_exit_with_a_clear_message(script, args, message):
     result = _run(script, *args, timeout=120)

@@ -166,3 +166,18 @@ def test_the_averaged_model_holds_the_mean_of_the_replicas_weights():
         np.testing.assert_allclose(averaged[name], (a[name] + b[name]) / 2, rtol=1e-6)
     with pytest.raises(ModelError, match="no final model to average"):
         averaged_keras_model([], zoo.quickstart_classifier)
+
+
+def test_the_fused_step_can_be_turned_off_for_before_after_measurements(monkeypatch):
+    from pyflink_tensair.core import Replica
+    from pyflink_tensair.models.keras_adapter import FUSED_STEP_VARIABLE
+
+    batch = Batch(np.ones((4, 20), np.float32), np.array([0, 1, 2, 3]))
+    fused = Replica(0, 2, KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0)))
+    monkeypatch.setenv(FUSED_STEP_VARIABLE, "0")
+    unfused = Replica(0, 2, KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0)))
+    assert unfused.model.train_step is None and callable(fused.model.train_step)
+    for replica in (fused, unfused):
+        replica.on_batch(batch)
+    for name, value in fused.model.get_weights().items():  # the same step either way, bit for bit
+        np.testing.assert_array_equal(value, unfused.model.get_weights()[name])

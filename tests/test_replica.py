@@ -6,6 +6,7 @@ import pytest
 from pyflink_tensair import ConfigError, Mode, PeerUpdates, ProtocolError, TrainConfig
 from pyflink_tensair.core import (Batch, Broadcast, DoneMessage, FinalModel, GradientMessage, Metrics, Prediction, Replica,
                                   StepResult)
+from pyflink_tensair.core.messages import WeightsMessage
 from pyflink_tensair.testing import LinearModel, make_regression_batches, simulate
 
 
@@ -314,3 +315,60 @@ def test_peer_updates_refuse_what_cannot_apply_them():
         Replica(0, 2, NoPlainStep(), peer_updates=PeerUpdates(rule="sgd", sgd_learning_rate=0.1))
     with pytest.raises(ConfigError, match="peer_updates need staleness_bound None or > 0"):
         Replica(0, 2, LinearModel(2), staleness_bound=0, peer_updates=PeerUpdates(scale=0.5))
+
+
+def test_periodic_averaging_sends_weights_after_the_gradients_and_peers_mix_them_in():
+    updates = PeerUpdates(average_every=2)
+    r0, r1 = (Replica(i, 2, LinearModel(3, seed=0), staleness_bound=None, peer_updates=updates) for i in range(2))
+    batches = make_regression_batches(4, 3, seed=2)
+    sent = [e.message for b in batches[:2] for e in r0.on_batch(b) if isinstance(e, Broadcast)]
+    assert [type(m).__name__ for m in sent] == ["GradientMessage", "GradientMessage", "WeightsMessage"]
+    assert sent[2].step == 2 and all(np.array_equal(sent[2].weights[k], v) for k, v in r0.model.get_weights().items())
+    r1.on_batch(batches[2])
+    for message in sent[:2]:
+        r1.on_gradient(message)
+    before = r1.model.get_weights()
+    r1.on_gradient(sent[2])
+    for name, value in r1.model.get_weights().items():  # half way towards replica 0's weights
+        np.testing.assert_allclose(value, (before[name] + sent[2].weights[name]) / 2)
+    mixed = r1.model.get_weights()
+    r1.on_gradient(sent[2])  # a repeat (after a restore) changes nothing
+    assert r1.duplicates_dropped == 1 and all(np.array_equal(mixed[k], v) for k, v in r1.model.get_weights().items())
+    restored = Replica(1, 2, LinearModel(3, seed=0), staleness_bound=None, peer_updates=updates)
+    restored.restore(r1.snapshot())
+    restored.on_gradient(sent[2])  # the newest step mixed in is part of the state (and so is the counter)
+    assert restored.duplicates_dropped == 2
+
+
+def test_periodic_averaging_keeps_the_protocol_and_pulls_the_replicas_together():
+    batches = make_regression_batches(24, 3, seed=4)
+    config = TrainConfig(replicas=2, staleness_bound=None)
+    apart = simulate(lambda r: LinearModel(3, seed=0), batches, config, delivery_delay=4)
+    averaged = simulate(lambda r: LinearModel(3, seed=0), batches,
+                        TrainConfig(replicas=2, staleness_bound=None, peer_updates=PeerUpdates(average_every=3)),
+                        delivery_delay=4)
+    trained = sorted(m.batch_id for m in averaged.metrics if m.phase == "batch")
+    assert trained == list(range(24)) and sorted(averaged.final_models) == [0, 1]
+    assert averaged.replica_max_weight_diff() < apart.replica_max_weight_diff()
+
+
+def test_periodic_averaging_leaves_embedding_tables_out():
+    from pyflink_tensair.core.messages import SparseGradient
+
+    class HalfSparse(LinearModel):  # "w" arrives as rows of a table, "b" dense
+        def compute_gradients(self, batch):
+            result = super().compute_gradients(batch)
+            w = result.gradients["w"]
+            rows = SparseGradient(np.arange(len(w)), w.reshape(-1), (len(w),))
+            return StepResult(result.predictions, result.loss, None, {"w": rows, "b": result.gradients["b"]})
+
+    updates = PeerUpdates(average_every=1)
+    replica = Replica(0, 2, HalfSparse(3), staleness_bound=None, peer_updates=updates)
+    sent = [e.message for e in replica.on_batch(make_regression_batches(1, 3)[0]) if isinstance(e, Broadcast)]
+    assert list(sent[-1].weights) == ["b"]
+    only_sparse = Replica(0, 2, HalfSparse(3), staleness_bound=None, peer_updates=updates)
+    only_sparse.model.compute_gradients = lambda batch: StepResult(
+        np.zeros(len(batch.x)), 1.0, None, {"w": SparseGradient(np.array([0]), np.ones(1), (3,))})
+    only_sparse.model.apply_gradients = lambda gradients: None
+    sent = [e.message for e in only_sparse.on_batch(make_regression_batches(1, 3)[0]) if isinstance(e, Broadcast)]
+    assert [type(m).__name__ for m in sent] == ["GradientMessage"]  # nothing dense to average: no weights message

@@ -6,7 +6,7 @@ import pytest
 
 from pyflink_tensair import WireFormatError
 from pyflink_tensair.core import wire
-from pyflink_tensair.core.messages import Batch, DoneMessage, GradientMessage, SparseGradient
+from pyflink_tensair.core.messages import Batch, DoneMessage, GradientMessage, SparseGradient, WeightsMessage
 
 
 def _batch():
@@ -52,6 +52,19 @@ def test_sparse_rows_travel_as_half_floats_on_request():
     np.testing.assert_array_equal(decoded["dense"], message.gradients["dense"])  # dense stays float32
     with pytest.raises(WireFormatError, match="sparse_values must be 'float32' or 'float16'"):
         wire.encode_message(message, "bfloat16")
+
+
+def test_weights_message_round_trip_and_bad_order():
+    message = WeightsMessage(1, 8, {"001": np.ones((2, 3), np.float32), "000": np.arange(4.0)}, acks=(3, 0))
+    data = wire.encode_message(message)
+    decoded = wire.decode_message(data)
+    assert data[wire.KIND_OFFSET] == wire.KIND_WEIGHTS and (decoded.sender, decoded.step, decoded.acks) == (1, 8, (3, 0))
+    assert list(decoded.weights) == ["001", "000"]
+    np.testing.assert_array_equal(decoded.weights["000"], message.weights["000"])
+    kind, meta, tensors = wire.decode_record(data)
+    bad = wire.encode_record(kind, {**meta, "order": json.dumps(["001"])}, tensors)
+    with pytest.raises(WireFormatError, match="'order' must list its tensors"):
+        wire.decode_message(bad)
 
 
 def test_done_marker_kind_sits_where_the_java_channel_reads_it():

@@ -56,6 +56,11 @@ def parse_args(argv):
                         help="TrainConfig.broadcast_every of our systems: local steps summed into one message "
                              "(TensAIR's batching of gradients; 1 with --system sync)")
     parser.add_argument("--state-backend", choices=["hashmap", "rocksdb"], default="hashmap", help="TrainConfig.state_backend")
+    parser.add_argument("--average-every", type=int, default=None,
+                        help="our DASGD systems: PeerUpdates.average_every (default: never, TensAIR's rule)")
+    parser.add_argument("--unfused-step", action="store_true",
+                        help="replicas (and the plain loop) compute, then apply, in two calls, as before the fused "
+                             "train_step (local runs only: it is set in this process's environment)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a Flink setting for the job's environment (repeatable), e.g. python.fn-execution.memory.managed=false")
     args, _ = parser.parse_known_args(argv)
@@ -71,13 +76,20 @@ def plain_loop(workload, args) -> None:
     model = KerasModelAdapter(load_model(workload.model, seed=0))
     encoded = [wire.encode_batch(workload.make_batch(i)) for i in range(args.batches)]
     warm_up = wire.decode_batch(encoded[0])
-    model.train_step(warm_up, return_gradients=False)  # compiled before the loops start
+    def step(batch):  # a lone replica's step: fused where the adapter offers it
+        if callable(model.train_step):
+            return model.train_step(batch, return_gradients=False)
+        result = model.compute_gradients(batch)
+        model.apply_gradients(result.gradients)
+        return result
+
+    step(warm_up)  # compiled before the loops start
     if args.barrier:
         wait_for_peers(args.barrier, args.processes)
     with open(os.path.join(args.outdir, "metrics-0.jsonl"), "w") as out:
         for step, data in enumerate(encoded, 1):
             batch = wire.decode_batch(data)
-            result = model.train_step(batch, return_gradients=False)  # a lone replica's step
+            result = step(batch)
             out.write(Metrics(0, "batch", time.time(), step, step, result.loss, result.accuracy, 0, 0.0, 0, 0, 0, 0, 0,
                               0, 0, batch.id).to_json() + "\n")
 
@@ -95,6 +107,10 @@ def wait_for_peers(folder: str, processes: int, timeout_s: float = 300.0) -> Non
 def main(argv=None):
     args = parse_args(argv if argv is not None else sys.argv[1:])
     os.makedirs(args.outdir, exist_ok=True)
+    if args.unfused_step:  # read by every KerasModelAdapter of this process and of its mini-cluster
+        from pyflink_tensair.models.keras_adapter import FUSED_STEP_VARIABLE
+
+        os.environ[FUSED_STEP_VARIABLE] = "0"
     from benchmarks.throughput import workloads
 
     workload = workloads.get(args.workload, args.batch_size, args.pixels)
@@ -106,7 +122,7 @@ def main(argv=None):
 
     import benchmarks.throughput.flinkml_protocol
     import benchmarks.throughput.graphs
-    from pyflink_tensair import TrainConfig, train
+    from pyflink_tensair import PeerUpdates, TrainConfig, train
     from pyflink_tensair.flink.sinks import write_json_lines
     from pyflink_tensair.flink.sources import batch_source
 
@@ -127,6 +143,7 @@ def main(argv=None):
                          replica_execution=args.replica_execution,
                          checkpoint_interval_s=args.checkpoint_interval or None, state_backend=args.state_backend,
                          sparse_values=args.sparse_values, broadcast_every=args.broadcast_every,
+                         peer_updates=PeerUpdates(average_every=args.average_every),  # explicit: not the library's default
                          checkpoint_dir=(args.checkpoint_dir or os.path.join(os.path.abspath(args.outdir), "checkpoints"))
                          if args.checkpoint_interval else None)
     if args.system in OURS:

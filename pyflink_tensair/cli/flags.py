@@ -24,7 +24,8 @@ import os
 import time
 from typing import Callable, Optional
 
-from ..config import SPARSE_VALUES, AutoSettings, LatencySettings, ReplicaExecution, TrainConfig, TrainerMode, WorkerMode
+from ..config import (PEER_DAMPING, PEER_RULES, SPARSE_VALUES, AutoSettings, LatencySettings, PeerUpdates, ReplicaExecution,
+                      TrainConfig, TrainerMode, WorkerMode)
 from ..errors import ConfigError
 
 
@@ -160,6 +161,21 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
                         help="write replica 0's current model every SECONDS as <export-dir>/model-v<version>.keras "
                              "(and the final one at the end; default: no exports)")
     parser.add_argument("--export-dir", metavar="DIR", help="where --export-every writes (default: <outdir>/exports)")
+    peer = PeerUpdates()
+    parser.add_argument("--peer-scale", type=config_value("scale", float, PeerUpdates), default=peer.scale,
+                        help=f"DASGD: a factor on every peer gradient, in (0, 1] (PeerUpdates.scale; default: {peer.scale:g})")
+    parser.add_argument("--peer-damping", choices=PEER_DAMPING, default=peer.damping,
+                        help="DASGD: 'inverse' weighs a peer gradient by 1 / (1 + its staleness in local steps) "
+                             f"(default: {peer.damping})")
+    parser.add_argument("--peer-rule", choices=PEER_RULES, default=peer.rule,
+                        help="DASGD: apply peer gradients through the model's optimizer, or by a plain SGD step of "
+                             f"--peer-sgd-lr (default: {peer.rule})")
+    parser.add_argument("--peer-sgd-lr", type=greater_than(0, "peer_sgd_lr"), default=peer.sgd_learning_rate,
+                        help="the plain step's learning rate, with --peer-rule sgd")
+    parser.add_argument("--average-every", type=config_value("average_every", settings=PeerUpdates),
+                        default=peer.average_every,
+                        help="DASGD: every N local steps a replica sends its weights and its peers move 1/replicas of "
+                             "the way towards them (periodic model averaging; default: never)")
     defaults = LatencySettings()
     for flag, field in (("--bundle-size", "bundle_size"), ("--bundle-time-ms", "bundle_time_ms"),
                         ("--buffer-timeout-ms", "buffer_timeout_ms")):
@@ -196,6 +212,11 @@ def config_from_args(args, **overrides) -> TrainConfig:
                   replica_execution=args.replica_execution, tf_intra_op_threads=args.tf_threads, latency=latency,
                   mode=args.mode, auto=AutoSettings(window=args.converged_window, tolerance=args.converged_tolerance,
                                                     detector=args.drift_detector))
+    if args.peer_rule == "sgd" and args.peer_sgd_lr is None:
+        raise ConfigError("--peer-rule sgd needs --peer-sgd-lr LR, the plain step's learning rate")
+    if args.staleness_bound != 0:  # synchronous replicas average every step: peer updates do not apply
+        fields["peer_updates"] = PeerUpdates(scale=args.peer_scale, damping=args.peer_damping, rule=args.peer_rule,
+                                             sgd_learning_rate=args.peer_sgd_lr, average_every=args.average_every)
     if args.buffer_capacity is not None:
         fields["buffer_capacity"] = args.buffer_capacity
     if args.checkpoint_interval > 0:

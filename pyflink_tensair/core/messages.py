@@ -153,4 +153,20 @@ class ModeMessage:
 
 MODE_REASONS = ("converged", "drift", "peer_drift")
 
-PeerMessage = Union[GradientMessage, DoneMessage, ModeMessage]
+
+@dataclass(frozen=True)
+class WeightsMessage:
+    """A DASGD replica's trainable weights after its local step ``step`` (those whose gradients
+    are dense), sent every ``PeerUpdates.average_every`` steps: each peer moves its own ``1 / replicas`` of the
+    way towards them (periodic model averaging, through the gradient loop). The sender's
+    gradients up to ``step`` travel before it, so a receiver has applied them when it mixes.
+    Receivers keep only the newest ``step`` per sender; a lost one is not sent again (the next
+    one averages as well)."""
+
+    sender: int
+    step: int
+    weights: Dict[str, np.ndarray]
+    acks: Tuple[int, ...] = ()  # see DoneMessage
+
+
+PeerMessage = Union[GradientMessage, DoneMessage, ModeMessage, WeightsMessage]

@@ -71,7 +71,8 @@ from ..errors import ConfigError, ProtocolError
 from . import wire
 from .events import Broadcast, FinalModel, Metrics, ModeChange, Prediction, weights_digest
 from .gradients import average_gradients, dense_nbytes, round_sparse_values, sum_gradients
-from .messages import Batch, DoneMessage, GradientMessage, Gradients, ModeMessage, PeerMessage, SparseGradient
+from .messages import (Batch, DoneMessage, GradientMessage, Gradients, ModeMessage, PeerMessage, SparseGradient,
+                       WeightsMessage)
 from .model_api import StepResult, TrainableModel
 from .peer_updates import check_model as check_peer_model, peer_update
 
@@ -112,12 +113,12 @@ class Replica:
         self.policy = (auto or AutoSettings()).policy() if self.mode is Mode.AUTO else None
         self.sparse_values = sparse_values  # how its messages' sparse rows travel (TrainConfig)
         self.peer_updates = peer_updates or PeerUpdates()
-        if staleness_bound == 0 and not self.peer_updates.plain:
+        if staleness_bound == 0 and self.peer_updates.weighs_gradients:
             raise ConfigError("peer_updates need staleness_bound None or > 0. Received: staleness_bound=0")
         check_peer_model(self.peer_updates, model)
         # the model's own train_step (TrainableModel) applies the gradient it returns, so it may
         # stand for compute then apply only where it rounds sparse rows as the peers decode them
-        self._fused_step = hasattr(model, "train_step") and (
+        self._fused_step = callable(getattr(model, "train_step", None)) and (
             sparse_values == "float32" or getattr(model, "sparse_values", None) == sparse_values)
         self._clock = clock
         self._peers = [p for p in range(replicas) if p != replica_id]
@@ -147,6 +148,7 @@ class Replica:
         self.messages_resent = 0
         self._last_mode: Optional[ModeMessage] = None  # the newest mode change sent: re-sent after a restore
         self._peer_mode: Dict[int, int] = {p: 0 for p in self._peers}  # newest mode sequence seen
+        self._peer_weights: Dict[int, int] = {p: 0 for p in self._peers}  # newest weights step mixed in
         self._peer_paused: Dict[int, bool] = {p: False for p in self._peers}  # serving in AUTO
         self._peer_offset: Dict[int, int] = {p: 0 for p in self._peers}  # steps this replica took while p served
         self.input_ended = False
@@ -203,6 +205,8 @@ class Replica:
         self._note_acks(message)
         if isinstance(message, ModeMessage):
             self._on_mode(message, out)
+        elif isinstance(message, WeightsMessage):
+            self._on_weights(message)
         elif isinstance(message, DoneMessage):
             self._peer_final[message.sender] = message.final_step
             if self.synchronous:
@@ -345,6 +349,30 @@ class Replica:
             if self.policy is not None and self.policy.on_peer_drift():
                 self._change_mode("peer_drift", None, message.origin, {}, out)
 
+    def _send_weights(self, gradients: Gradients, out: List[Event]) -> None:
+        """Periodic averaging: the weights of every variable whose gradient is dense. Embedding
+        tables (sparse gradients) stay out: their rows travel in the gradient messages, and a
+        whole table every few steps would outweigh them many times (word2vec: 120 MB)."""
+        dense = [name for name, g in gradients.items() if not isinstance(g, SparseGradient)]
+        if not dense:
+            return
+        self._flush_outgoing(out)  # every gradient in these weights travels before them
+        weights = self.model.get_weights()
+        self._send(WeightsMessage(self.id, self.local_step, {name: weights[name] for name in dense}), out)
+
+    def _on_weights(self, message: WeightsMessage) -> None:
+        """Periodic averaging: this replica's weights move ``1 / replicas`` of the way towards
+        the sender's (the sender's gradients up to its step are applied already: FIFO)."""
+        if message.step <= self._peer_weights[message.sender]:
+            self.duplicates_dropped += 1
+            return
+        self._peer_weights[message.sender] = message.step
+        own = self.model.get_weights()
+        share = 1.0 / self.replicas
+        self._model_call(self.model.set_weights, {name: (own[name] + share * (peer - own[name])).astype(own[name].dtype)
+                                                  for name, peer in message.weights.items()})
+        self.model_version += 1
+
     def _train(self, batch: Batch, out: List[Event]) -> None:
         staleness = self._staleness()
         fused = not self.synchronous and self._fused_step
@@ -370,6 +398,9 @@ class Replica:
                 self._outgoing.append(result.gradients)
                 if len(self._outgoing) >= self.broadcast_every:
                     self._flush_outgoing(out)
+                every = self.peer_updates.average_every
+                if every is not None and self.local_step % every == 0:
+                    self._send_weights(result.gradients, out)
         self._note_scores(result)
         self._train_times.append(self._clock())
         out.append(self._metrics("batch", batch, staleness, trained=True))
@@ -414,6 +445,9 @@ class Replica:
             self.bytes_sent += _payload_nbytes(message.gradients, self.sparse_values)
             self.dense_bytes_sent += dense_nbytes(message.gradients)
             self._unacked[message.step] = message
+        elif isinstance(message, WeightsMessage):
+            self.bytes_sent += dense_nbytes(message.weights)
+            self.dense_bytes_sent += dense_nbytes(message.weights)
         out.append(Broadcast(message))
 
     def _drain(self, out: List[Event]) -> None:
@@ -518,7 +552,8 @@ class Replica:
         for step, message in self._unacked.items():
             state[f"unacked/{step:012d}"] = _as_uint8(wire.encode_message(message, self.sparse_values))
         for key, per_peer in (("acked_by", self._acked_by), ("peer_mode", self._peer_mode),
-                              ("peer_paused", self._peer_paused), ("peer_offset", self._peer_offset)):
+                              ("peer_paused", self._peer_paused), ("peer_offset", self._peer_offset),
+                              ("peer_weights", self._peer_weights)):
             state[key] = np.array([int(per_peer.get(p, 0)) for p in range(self.replicas)], np.int64)
         if self._last_mode is not None:
             state["last_mode"] = _as_uint8(wire.encode_message(self._last_mode))
@@ -551,6 +586,7 @@ class Replica:
             return {p: cast(values[p]) for p in self._peers}
 
         self._acked_by, self._peer_mode, self._peer_offset = per_peer("acked_by"), per_peer("peer_mode"), per_peer("peer_offset")
+        self._peer_weights = per_peer("peer_weights")
         self._peer_paused = per_peer("peer_paused", bool)
         self._last_mode = wire.decode_message(state["last_mode"].tobytes()) if "last_mode" in state else None
         if self.policy is not None and "policy" in state:

@@ -5,7 +5,7 @@ Layout of one record (all integers little-endian)::
     0  4 bytes  magic b"TSNR"
     4  u8       format version (1)
     5  u8       kind: 1 batch, 2 gradient message, 3 done marker, 4 tensors, 5 start marker,
-                (6, 7: the replica operator's own markers), 8 mode message
+                (6, 7: the replica operator's own markers), 8 mode message, 9 weights message
     6  u16      reserved, 0
     8  u32      header length H
     12 H bytes  header: UTF-8 JSON {"meta": {...}, "tensors": [{name, dtype, shape, offset, nbytes}]}
@@ -34,7 +34,8 @@ import numpy as np
 
 from ..config import SPARSE_VALUES
 from ..errors import WireFormatError
-from .messages import MODE_REASONS, Batch, DoneMessage, GradientMessage, ModeMessage, PeerMessage, SparseGradient
+from .messages import (MODE_REASONS, Batch, DoneMessage, GradientMessage, ModeMessage, PeerMessage, SparseGradient,
+                       WeightsMessage)
 
 MAGIC = b"TSNR"
 VERSION = 1
@@ -46,9 +47,11 @@ KIND_START = 5
 KIND_SNAPSHOT = 6  # from the replica operator (Java) before a checkpoint barrier
 KIND_OPEN = 7  # from the replica operator once its Python worker is up
 KIND_MODE = 8
+KIND_WEIGHTS = 9
 KIND_OFFSET = 5  # where the Java channel looks for KIND_DONE
 _KIND_NAMES = {KIND_BATCH: "batch", KIND_GRADIENT: "gradient", KIND_DONE: "done", KIND_TENSORS: "tensors",
-               KIND_START: "start", KIND_SNAPSHOT: "snapshot", KIND_OPEN: "open", KIND_MODE: "mode"}
+               KIND_START: "start", KIND_SNAPSHOT: "snapshot", KIND_OPEN: "open", KIND_MODE: "mode",
+               KIND_WEIGHTS: "weights"}
 
 _PREFIX = struct.Struct("<4sBBHI")
 _ALIGN = 8
@@ -256,7 +259,7 @@ def sparse_values_on_wire(values: np.ndarray, sparse_values: str) -> np.ndarray:
 
 
 def encode_message(message: PeerMessage, sparse_values: str = "float32") -> bytes:
-    """Encodes a gradient message or a done marker. ``sparse_values="float16"``: sparse rows
+    """Encodes a peer message (gradients, done, mode or weights). ``sparse_values="float16"``: sparse rows
     travel as half floats (half the bytes; they decode as float16, which the Keras adapter
     widens inside TensorFlow and sums widen to float32)."""
     if sparse_values not in SPARSE_VALUES:
@@ -269,6 +272,10 @@ def encode_message(message: PeerMessage, sparse_values: str = "float32") -> byte
                                          "training": bool(message.training), "reason": message.reason,
                                          "origin": message.origin, "epoch": message.epoch,
                                          "acks": [int(a) for a in message.acks]}, {})
+    if isinstance(message, WeightsMessage):
+        return encode_record(KIND_WEIGHTS, {"sender": message.sender, "step": message.step,
+                                            "order": json.dumps(list(message.weights)),
+                                            "acks": [int(a) for a in message.acks]}, message.weights)
     tensors, sparse = {}, {}
     for name, grad in message.gradients.items():
         if isinstance(grad, SparseGradient):
@@ -284,12 +291,14 @@ def encode_message(message: PeerMessage, sparse_values: str = "float32") -> byte
 
 
 def decode_message(data) -> PeerMessage:
-    """Decodes a gradient message, a done marker or a mode message."""
+    """Decodes a gradient message, a done marker, a mode message or a weights message."""
     kind, meta, tensors = decode_record(data)
     if kind == KIND_DONE:
         return DoneMessage(_require_meta_int(meta, "sender", 0), _require_meta_int(meta, "final_step", 0), _acks(meta))
     if kind == KIND_MODE:
         return _decode_mode(meta, tensors)
+    if kind == KIND_WEIGHTS:
+        return _decode_weights(meta, tensors)
     _expect_kind(kind, KIND_GRADIENT)
     sender = _require_meta_int(meta, "sender", 0)
     step = _require_meta_int(meta, "step", 1)
@@ -331,6 +340,18 @@ def _decode_mode(meta: Mapping, tensors: Mapping) -> ModeMessage:
     return ModeMessage(_require_meta_int(meta, "sender", 0), _require_meta_int(meta, "step", 0),
                        _require_meta_int(meta, "sequence", 1), training, reason, _require_meta_int(meta, "origin", 0),
                        _require_meta_int(meta, "epoch", 0), _acks(meta))
+
+
+def _decode_weights(meta: Mapping, tensors: Mapping) -> WeightsMessage:
+    try:
+        order = json.loads(meta["order"])
+    except (KeyError, TypeError, json.JSONDecodeError):
+        raise WireFormatError("weights record needs a JSON meta field 'order'") from None
+    if not isinstance(order, list) or sorted(map(str, order)) != sorted(tensors):
+        raise WireFormatError(f"weights record: 'order' must list its tensors. Received: order={order!r}, "
+                              f"tensors {sorted(tensors)}")
+    return WeightsMessage(_require_meta_int(meta, "sender", 0), _require_meta_int(meta, "step", 1),
+                          {name: tensors[name] for name in order}, _acks(meta))
 
 
 def _acks(meta: Mapping) -> Tuple[int, ...]:

@@ -40,6 +40,9 @@ from ..core.model_api import StepResult  # noqa: E402
 from ..config import SPARSE_VALUES  # noqa: E402
 from ..errors import ModelError  # noqa: E402
 
+FUSED_STEP_VARIABLE = "PYFLINK_TENSAIR_FUSED_STEP"
+"""Set to ``0`` in the job's environment, adapters offer no ``train_step`` and replicas compute,
+then apply (how they trained until 2026-12-02; ``benchmarks.replica_path``'s candidate ``unfused``)."""
 ModelArgument = Union[Callable[[], "keras.Model"], str, os.PathLike]
 """What ``train(model=...)`` takes: a function returning a compiled model, or a saved ``.keras`` path."""
 _BUILD_LOCK = threading.Lock()  # seeding is process-global; replicas may share a process (loopback)
@@ -132,6 +135,8 @@ class KerasModelAdapter:
         # (a cast in TensorFlow; NumPy's float16 conversions cost tens of ms per word2vec message)
         self._sparse_dtype = tf.float16 if sparse_values == "float16" else None
         self.sparse_values = sparse_values
+        if os.environ.get(FUSED_STEP_VARIABLE, "1") == "0":  # before/after measurements of the fused step
+            self.train_step = None
         self.model = model
         self._accuracy_enabled = accuracy is not None
         self._variables = list(model.trainable_variables)

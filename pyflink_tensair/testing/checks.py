@@ -168,7 +168,7 @@ def check_trainable_model(factory: Callable[[], TrainableModel], batches: Sequen
                                                                     abs_tol=atol),
                  "evaluate_loss", f"batch {i}: evaluate gave {evaluated.loss!r}, compute_gradients {result.loss!r}")
         _check_wire(result.gradients)
-    fused = factory() if hasattr(first, "train_step") else None
+    fused = factory() if callable(getattr(first, "train_step", None)) else None
     for i, batch in enumerate(batches):  # both models take first's gradients, step by step
         before = first.get_weights()
         grads = _train_step(first, batch)
