@@ -76,20 +76,21 @@ def plain_loop(workload, args) -> None:
     model = KerasModelAdapter(load_model(workload.model, seed=0))
     encoded = [wire.encode_batch(workload.make_batch(i)) for i in range(args.batches)]
     warm_up = wire.decode_batch(encoded[0])
-    def step(batch):  # a lone replica's step: fused where the adapter offers it
+
+    def train(batch):  # a lone replica's step: fused where the adapter offers it
         if callable(model.train_step):
             return model.train_step(batch, return_gradients=False)
         result = model.compute_gradients(batch)
         model.apply_gradients(result.gradients)
         return result
 
-    step(warm_up)  # compiled before the loops start
+    train(warm_up)  # compiled before the loops start
     if args.barrier:
         wait_for_peers(args.barrier, args.processes)
     with open(os.path.join(args.outdir, "metrics-0.jsonl"), "w") as out:
         for step, data in enumerate(encoded, 1):
             batch = wire.decode_batch(data)
-            result = step(batch)
+            result = train(batch)
             out.write(Metrics(0, "batch", time.time(), step, step, result.loss, result.accuracy, 0, 0.0, 0, 0, 0, 0, 0,
                               0, 0, batch.id).to_json() + "\n")
 
