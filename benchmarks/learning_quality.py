@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBS = {"digits": "image_classification.py", "quickstart": "quickstart.py", "word2vec": "word2vec.py"}
 DEFAULT_SETTINGS = ("1 replica=--replicas 1;sync=--replicas 2 --staleness-bound 0;"
                     "DASGD (defaults)=--replicas 2;"
-                    "DASGD (TensAIR: no bound, plain)=--replicas 2 --staleness-bound none --peer-scale 1")
+                    "DASGD (TensAIR: no bound, no averaging)=--replicas 2 --staleness-bound none --average-every none")
 COLUMNS = (("holdout_accuracy", "held-out acc."), ("holdout_accuracy_averaged", "held-out acc., averaged model"),
            ("final_loss", "final loss"), ("cooccurring_after", "co-occurrence cos."), ("max_staleness", "max staleness"),
            ("batches_per_s", "batches/s"))

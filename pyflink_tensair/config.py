@@ -136,6 +136,8 @@ class AutoSettings:
 
 PEER_DAMPING = ("none", "inverse")
 PEER_RULES = ("optimizer", "sgd")
+DEFAULT_STALENESS_BOUND = 1  # docs/use_cases.md, "DASGD against synchronous SGD"
+DEFAULT_AVERAGE_EVERY = 8
 
 
 @dataclass(frozen=True)
@@ -158,9 +160,9 @@ class PeerUpdates:
             factor * g`` that leaves the optimizer's slots to the replica's own gradients (the
             model needs ``apply_sgd``; the Keras adapter has it).
         sgd_learning_rate: the plain step's learning rate; required with ``rule="sgd"``.
-        average_every: every this many local steps a replica sends its weights through the
-            loop, and each peer moves its own ``1 / replicas`` of the way towards them (periodic
-            model averaging); ``None``: never. Only variables with dense gradients are averaged:
+        average_every: every this many local steps (default 8) a replica sends its weights
+            through the loop, and each peer moves its own ``1 / replicas`` of the way towards
+            them (periodic model averaging); ``None``: never (TensAIR's rule). Only variables with dense gradients are averaged:
             embedding tables (sparse gradients) stay out, their rows travel in the gradient
             messages and a whole table every few steps would outweigh them many times.
 
@@ -168,13 +170,15 @@ class PeerUpdates:
 
         >>> PeerUpdates(scale=0.5, damping="inverse").factor(local_step=10, sender_step=7)
         0.125
+        >>> PeerUpdates.tensair().plain  # TensAIR's rule: as they are, never averaged
+        True
     """
 
     scale: float = 1.0
     damping: str = "none"
     rule: str = "optimizer"
     sgd_learning_rate: Optional[float] = None
-    average_every: Optional[int] = None
+    average_every: Optional[int] = DEFAULT_AVERAGE_EVERY
 
     def __post_init__(self):
         if isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)) or not 0 < self.scale <= 1:
@@ -193,6 +197,11 @@ class PeerUpdates:
         if self.rule == "optimizer" and self.sgd_learning_rate is not None:
             raise ConfigError("sgd_learning_rate is for PeerUpdates(rule='sgd'). "
                               f"Received: rule='optimizer', sgd_learning_rate={self.sgd_learning_rate!r}")
+
+    @classmethod
+    def tensair(cls) -> "PeerUpdates":
+        """TensAIR's rule: peer gradients applied as they are, weights never averaged."""
+        return cls(average_every=None)
 
     @property
     def weighs_gradients(self) -> bool:
@@ -267,7 +276,11 @@ class TrainConfig:
         staleness_bound: ``s``. A replica starts its local step ``k + 1`` only after it has
             applied, from every peer still training, that peer's gradients up to its step
             ``k - s``. ``0`` is synchronous SGD (every replica applies the same averaged gradient
-            at every step); ``None`` is TensAIR's unbounded DASGD.
+            at every step); ``None`` is TensAIR's unbounded DASGD. The default, 1, keeps DASGD's
+            held-out accuracy at synchronous SGD's (with ``PeerUpdates``' averaging) and bounds
+            the loop's memory: at most about ``2 s + 1`` messages per pair of replicas are in
+            flight (unbounded, a replica that trains faster than the loop carries its messages
+            fills the JVM's heap; word2vec ran out of it at staleness 381).
         broadcast_every: local steps summed into one gradient message (TensAIR's
             ``broadcast_frequency``). Must be 1 when ``staleness_bound=0``.
         buffer_capacity: mini-batches a replica holds while the staleness bound stops it. When
@@ -318,7 +331,7 @@ class TrainConfig:
     """
 
     replicas: int = 1
-    staleness_bound: Optional[int] = None
+    staleness_bound: Optional[int] = DEFAULT_STALENESS_BOUND
     broadcast_every: int = 1
     buffer_capacity: int = 256
     mode: Mode = Mode.TRAIN

@@ -39,6 +39,11 @@ def test_auto_replicas_converge_serve_and_train_again_after_a_drift(bound):
         converged, drift, again = changes
         assert converged.batch_id < 300 <= drift.batch_id < 310 < again.batch_id
         assert drift.statistics["window"] > 0 and "t_critical" in drift.statistics
+        own = result.replicas[replica]
+        assert own.last_drift == drift  # what the last_drift_* gauges read
+        statistic, threshold = own.policy.last_drift.test_statistic()
+        assert statistic > threshold > 0 and (statistic, threshold) in {
+            (drift.statistics["t"], drift.statistics["t_critical"]), (drift.statistics["f"], drift.statistics["f_critical"])}
     batch_records = [m for m in result.metrics if m.phase == "batch"]
     trained = [m for m in batch_records if m.trained]
     assert len(batch_records) == 600 and 0.1 < len(trained) / 600 < 0.5

@@ -72,7 +72,8 @@ def _replicas_vertex(url: str, job_id: str):
 def _replica_metrics(url, job_id):
     _, vertex = _replicas_vertex(url, job_id)
     available = cluster.rest_get(f"{url}/jobs/{job_id}/vertices/{vertex['id']}/subtasks/metrics")
-    wanted = [m["id"] for m in available if re.search(r"tensair\.(model_version|loss_x1e6|staleness|batches_per_s_x1000)$", m["id"])]
+    wanted = [m["id"] for m in available if re.search(
+        r"tensair\.(model_version|loss_x1e6|staleness|batches_per_s_x1000|last_drift_batch)$", m["id"])]
     if not wanted:
         return {}
     values = cluster.rest_get(f"{url}/jobs/{job_id}/vertices/{vertex['id']}/subtasks/metrics?get=" + ",".join(wanted))
@@ -98,6 +99,7 @@ def test_replica_metrics_are_flink_metrics_in_the_rest_api(flink_cluster, tmp_pa
     assert seen.get("model_version", {}).get("max", 0) > 0, seen
     assert 0 < seen["loss_x1e6"]["max"] < 10 * 1e6, seen
     assert {"staleness", "batches_per_s_x1000"} <= set(seen)
+    assert seen["last_drift_batch"]["max"] == -1  # always trains: no drift (the gauge exists, and says none)
     assert _wait_finished(url, job_id) == "FINISHED"
 
 

@@ -5,7 +5,9 @@ from pyflink_tensair import ConfigError, LatencySettings, Mode, PeerUpdates, Rep
 
 def test_defaults_are_valid_and_frozen():
     config = TrainConfig()
-    assert config.replicas == 1 and config.staleness_bound is None and config.mode is Mode.TRAIN
+    assert config.replicas == 1 and config.staleness_bound == 1 and config.mode is Mode.TRAIN
+    assert config.peer_updates.average_every == 8 and not config.peer_updates.weighs_gradients
+    assert TrainConfig(staleness_bound=0).peer_updates == config.peer_updates  # nothing to average: allowed
     with pytest.raises(Exception):
         config.replicas = 3
 
@@ -77,7 +79,7 @@ def test_peer_updates_errors_name_field_rule_and_value(fields, message):
 
 
 def test_peer_update_factor_damps_by_the_steps_a_gradient_is_old():
-    assert PeerUpdates().plain and PeerUpdates().factor(10, 2) == 1.0
+    assert PeerUpdates.tensair().plain and not PeerUpdates().plain and PeerUpdates().factor(10, 2) == 1.0
     assert not PeerUpdates(scale=0.5).plain and PeerUpdates(scale=0.5).factor(10, 2) == 0.5
     damped = PeerUpdates(damping="inverse")
     assert [damped.factor(k, 5) for k in (3, 5, 6, 9)] == [1.0, 1.0, 0.5, 0.2]  # never above 1: a peer ahead is fresh

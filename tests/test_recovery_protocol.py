@@ -13,7 +13,7 @@ import random
 import numpy as np
 import pytest
 
-from pyflink_tensair import TrainConfig
+from pyflink_tensair import PeerUpdates, TrainConfig
 from pyflink_tensair.core import Broadcast, FinalModel, GradientMessage, Replica, wire
 from pyflink_tensair.testing import LinearModel, make_regression_batches
 
@@ -91,8 +91,10 @@ BATCHES = make_regression_batches(40, 3, seed=3)
 @pytest.mark.parametrize("replicas", [2, 3])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("checkpoint_at,fail_at", [(10, 25), (30, 31), (1, 60)])
-def test_dasgd_after_a_restore_trains_every_batch_once_and_applies_every_message_once(replicas, seed, checkpoint_at, fail_at):
-    config = TrainConfig(replicas=replicas, staleness_bound=None)
+@pytest.mark.parametrize("updates", [PeerUpdates.tensair(), PeerUpdates(average_every=3)], ids=["tensair", "averaging"])
+def test_dasgd_after_a_restore_trains_every_batch_once_and_applies_every_message_once(replicas, seed, checkpoint_at, fail_at,
+                                                                                      updates):
+    config = TrainConfig(replicas=replicas, staleness_bound=None, peer_updates=updates)
     cluster = Cluster(config, BATCHES, seed).run(checkpoint_at, fail_at)
     assert sorted(cluster.finals) == list(range(replicas))  # every replica finished: nothing lost
     steps = {r.id: r.local_step for r in cluster.replicas}
@@ -100,7 +102,10 @@ def test_dasgd_after_a_restore_trains_every_batch_once_and_applies_every_message
     for replica in cluster.replicas:
         peers_steps = sum(s for r, s in steps.items() if r != replica.id)
         assert replica.messages_applied == peers_steps  # each peer gradient applied exactly once
-        assert replica.model_version == replica.local_step + peers_steps
+        if updates.plain:
+            assert replica.model_version == replica.local_step + peers_steps
+        else:  # each weights message mixed in counts as one more version
+            assert replica.model_version > replica.local_step + peers_steps
 
 
 @pytest.mark.parametrize("seed", [0, 1])

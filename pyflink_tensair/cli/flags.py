@@ -8,9 +8,11 @@ line is parsed, with the class's own message::
     >>> import argparse
     >>> parser = argparse.ArgumentParser(prog="job")
     >>> add_job_arguments(parser, batches=100, batch_size=32)
-    >>> args = parser.parse_args(["--replicas", "3", "--staleness-bound", "none"])
+    >>> args = parser.parse_args(["--replicas", "3", "--staleness-bound", "none", "--average-every", "none"])
     >>> config_from_args(args).replicas, config_from_args(args).staleness_bound is None
     (3, True)
+    >>> config_from_args(args).peer_updates.plain
+    True
     >>> config_value("replicas")("0")
     Traceback (most recent call last):
     ...
@@ -24,7 +26,7 @@ import os
 import time
 from typing import Callable, Optional
 
-from ..config import (PEER_DAMPING, PEER_RULES, SPARSE_VALUES, AutoSettings, LatencySettings, PeerUpdates, ReplicaExecution,
+from ..config import (DEFAULT_STALENESS_BOUND, PEER_DAMPING, PEER_RULES, SPARSE_VALUES, AutoSettings, LatencySettings, PeerUpdates, ReplicaExecution,
                       TrainConfig, TrainerMode, WorkerMode)
 from ..errors import ConfigError
 
@@ -101,8 +103,18 @@ def keras_path(text: str) -> str:
     return text
 
 
+def parse_average_every(text: str) -> Optional[int]:
+    """``"none"`` -> ``None`` (never average); otherwise the int (checked by :class:`PeerUpdates`)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"average_every must be an int >= 1 or 'none'. Received: {text!r}") from None
+
+
 def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int], batch_size: Optional[int],
-                      window: int = 50, staleness_bound: Optional[int] = None) -> None:
+                      window: int = 50, staleness_bound: Optional[int] = DEFAULT_STALENESS_BOUND) -> None:
     """The flags every job shares. ``batches``/``batch_size`` ``None``: the job picks them (say so in its help)."""
     parser.add_argument("--replicas", type=config_value("replicas"), default=2, help="model replicas (default: 2)")
     parser.add_argument("--staleness-bound", type=config_value("staleness_bound", parse_staleness_bound),
@@ -172,10 +184,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
                              f"--peer-sgd-lr (default: {peer.rule})")
     parser.add_argument("--peer-sgd-lr", type=greater_than(0, "peer_sgd_lr"), default=peer.sgd_learning_rate,
                         help="the plain step's learning rate, with --peer-rule sgd")
-    parser.add_argument("--average-every", type=config_value("average_every", settings=PeerUpdates),
+    parser.add_argument("--average-every", type=config_value("average_every", parse_average_every, PeerUpdates),
                         default=peer.average_every,
                         help="DASGD: every N local steps a replica sends its weights and its peers move 1/replicas of "
-                             "the way towards them (periodic model averaging; default: never)")
+                             f"the way towards them (periodic model averaging; 'none': never; default: {peer.average_every})")
     defaults = LatencySettings()
     for flag, field in (("--bundle-size", "bundle_size"), ("--bundle-time-ms", "bundle_time_ms"),
                         ("--buffer-timeout-ms", "buffer_timeout_ms")):

@@ -35,7 +35,11 @@ Two update rules, chosen by the staleness bound ``s``:
   through its own optimizer in arrival order. With a bound ``s``, it starts local step ``k + 1``
   only once it has applied every live peer's gradients up to that peer's step ``k - s``;
   until then arriving batches wait in a bounded buffer. A blocked replica flushes its partial
-  outgoing sum at once, so replicas can never wait on each other in a cycle.
+  outgoing sum at once, so replicas can never wait on each other in a cycle. ``peer_updates``
+  (:class:`~pyflink_tensair.config.PeerUpdates`) may weigh a peer's gradient down, and with
+  ``average_every=K`` every K local steps the replica also sends its dense-gradient weights
+  (a ``WeightsMessage``, after its gradients) and a receiver moves ``1 / replicas`` of the way
+  towards them. The constructor's default is TensAIR's rule; ``from_config`` takes the config's.
 
 Across a restore (Flink restarts the job from a checkpoint, and the messages that were inside the
 feedback loop are in no checkpoint) the protocol re-sends instead of logging: every message
@@ -112,7 +116,7 @@ class Replica:
             raise ConfigError("mode 'auto' needs staleness_bound None or > 0. Received: staleness_bound=0")
         self.policy = (auto or AutoSettings()).policy() if self.mode is Mode.AUTO else None
         self.sparse_values = sparse_values  # how its messages' sparse rows travel (TrainConfig)
-        self.peer_updates = peer_updates or PeerUpdates()
+        self.peer_updates = peer_updates or PeerUpdates.tensair()  # TrainConfig's default: from_config
         if staleness_bound == 0 and self.peer_updates.weighs_gradients:
             raise ConfigError("peer_updates need staleness_bound None or > 0. Received: staleness_bound=0")
         check_peer_model(self.peer_updates, model)
@@ -156,6 +160,7 @@ class Replica:
         self.finished = False
         # observability only
         self.model_busy_s = 0.0  # seconds spent inside the model (gradients, updates, predictions)
+        self.last_drift: Optional[ModeChange] = None  # this replica's own last drift (AUTO), for the gauges
         self._last_loss: Optional[float] = None
         self._last_accuracy: Optional[float] = None
         self._train_times: Deque[float] = collections.deque(maxlen=_RATE_WINDOW)
@@ -333,8 +338,11 @@ class Replica:
         self._mode_sequence += 1
         self._send(ModeMessage(self.id, self.local_step, self._mode_sequence, training, reason, origin,
                                self._drift_epoch), out)
-        out.append(ModeChange(self.id, self._clock(), batch.id if batch is not None else -1, self.local_step,
-                              training, reason, origin, dict(statistics)))
+        change = ModeChange(self.id, self._clock(), batch.id if batch is not None else -1, self.local_step,
+                            training, reason, origin, dict(statistics))
+        if reason == "drift":
+            self.last_drift = change
+        out.append(change)
 
     def _on_mode(self, message: ModeMessage, out: List[Event]) -> None:
         sender = message.sender

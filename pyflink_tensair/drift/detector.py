@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
-from typing import Dict, Optional, Type
+from typing import Dict, Optional, Tuple, Type
 
 from ..errors import ConfigError
 
@@ -39,6 +39,23 @@ class Drift:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def test_statistic(self) -> Tuple[float, float]:
+        """The fired test's statistic and the value it exceeded: OPTWIN's ``t`` / ``t_critical``
+        (a mean drift) or ``f`` / ``f_critical`` (a variance drift), Page-Hinkley's
+        ``statistic`` / ``threshold``; ``(nan, nan)`` when the statistics carry neither.
+
+        Example::
+
+            >>> Drift(9, "mean", {"t": 4.2, "t_critical": 2.1}).test_statistic()
+            (4.2, 2.1)
+        """
+        s = self.statistics
+        for value, bound in (("f", "f_critical") if self.kind == "variance" else ("t", "t_critical"),
+                             ("statistic", "threshold")):
+            if value in s and bound in s:
+                return float(s[value]), float(s[bound])
+        return float("nan"), float("nan")
 
 
 class DriftDetector(ABC):

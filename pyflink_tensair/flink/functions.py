@@ -127,6 +127,19 @@ class ReplicaFunction(KeyedCoProcessFunction):
         group.gauge("training", lambda: int(self._replica.training) if self._replica else 0)
         group.gauge("drifts_detected", lambda: self._replica.policy.drifts if self._replica and self._replica.policy else 0)
         group.gauge("batches_served", lambda: self._replica.batches_served if self._replica else 0)
+        # this replica's last own drift: the batch that showed it, when (epoch ms), and the
+        # detector's test statistic against its threshold (-1 / 0 before the first drift)
+        def drift(read, scale, none):
+            def value():
+                replica = self._replica
+                found = read(replica) if replica is not None and replica.last_drift is not None else None
+                return none if found is None or found != found else int(round(found * scale))
+            return value
+
+        group.gauge("last_drift_batch", drift(lambda r: r.last_drift.batch_id, 1, -1))
+        group.gauge("last_drift_time_ms", drift(lambda r: r.last_drift.time, 1e3, -1))
+        group.gauge("last_drift_statistic_x1e6", drift(lambda r: r.policy.last_drift.test_statistic()[0], 1e6, 0))
+        group.gauge("last_drift_threshold_x1e6", drift(lambda r: r.policy.last_drift.test_statistic()[1], 1e6, 0))
 
     def _check_key(self, ctx) -> None:
         key = ctx.get_current_key()
