@@ -9,7 +9,7 @@ What a pipeline composes with: :func:`to_batches` (records to mini-batches) or
 Example::
 
     from pyflink_tensair import TrainConfig, keras_models, train
-    out = train(batches, model=build_model, config=TrainConfig(replicas=2, staleness_bound=None))
+    out = train(batches, model=build_model, config=TrainConfig(replicas=2))
     out.predictions   # DataStream of predictions, one record per input batch
     out.metrics       # DataStream of per-replica metrics (JSON strings)
     models = keras_models(out.models.execute_and_collect(), build_model)

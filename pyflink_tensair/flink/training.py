@@ -104,7 +104,7 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
         records = env.from_collection([(f.tolist(), int(c)) for f, c in zip(x, y)])  # any DataStream of (features, label)
         batches = to_batches(records, batch_size=64)             # or batch_source(env, n, make_batch, rate=...)
         out = train(batches, model=zoo.quickstart_classifier,    # a builder of a compiled keras.Model,
-                    config=TrainConfig(replicas=2, staleness_bound=None))  # or the path of a saved .keras model
+                    config=TrainConfig(replicas=2))              # or the path of a saved .keras model
         # out.predictions: one row per input batch (replica, batch_id, model_version, loss, accuracy, predictions)
         # out.metrics: JSON per trained batch and per replica at the end; out.probes: with train(..., probe=fn)
         models = out.collect_keras_models()                      # runs the job: replica r's keras.Model is models[r]
