@@ -31,14 +31,30 @@ from ..config import (DEFAULT_STALENESS_BOUND, PEER_DAMPING, PEER_RULES, SPARSE_
 from ..errors import ConfigError
 
 
-def parse_staleness_bound(text: str) -> Optional[int]:
-    """``"none"`` -> ``None`` (unbounded DASGD); otherwise the int (checked by :class:`TrainConfig`)."""
-    if text.strip().lower() == "none":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"staleness_bound must be an int >= 0 or 'none'. Received: {text!r}") from None
+def int_or_none(name: str, rule: str) -> Callable[[str], Optional[int]]:
+    """Parses ``"none"`` as ``None`` and anything else as an int (the settings class checks its
+    range); ``rule`` is what the error says the value must be.
+
+    Example::
+
+        >>> int_or_none("staleness_bound", "an int >= 0")("none") is None
+        True
+    """
+
+    def parse(text: str) -> Optional[int]:
+        if text.strip().lower() == "none":
+            return None
+        try:
+            return int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be {rule} or 'none'. Received: {text!r}") from None
+
+    parse.__name__ = name
+    return parse
+
+
+parse_staleness_bound = int_or_none("staleness_bound", "an int >= 0")  # None: unbounded DASGD
+parse_average_every = int_or_none("average_every", "an int >= 1")  # None: never average
 
 
 def checked_by(check: Callable[[str], object], *, keep_text: bool = False):
@@ -101,16 +117,6 @@ def keras_path(text: str) -> str:
     if not text.endswith(".keras"):
         raise argparse.ArgumentTypeError(f"save must name a .keras file. Received: save={text!r}")
     return text
-
-
-def parse_average_every(text: str) -> Optional[int]:
-    """``"none"`` -> ``None`` (never average); otherwise the int (checked by :class:`PeerUpdates`)."""
-    if text.strip().lower() == "none":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"average_every must be an int >= 1 or 'none'. Received: {text!r}") from None
 
 
 def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int], batch_size: Optional[int],
