@@ -4,7 +4,8 @@ Runs a job (``digits``: ``jobs/image_classification.py`` with its defaults; ``qu
 ``word2vec``) once per setting and seed on the same stream, and prints one row per setting with
 the mean over seeds (and each seed's figure): held-out accuracy (the mean of the replicas' final
 models, and the replicas' averaged model), the final prequential loss, word2vec's co-occurrence
-similarity, the largest staleness and batches per second. Settings are ``label=flags`` separated
+similarity (centered cosine of the most co-occurring pairs, and its lead over the same words
+shuffled), the largest staleness and batches per second. Settings are ``label=flags`` separated
 by ``;`` (flags go to the job); the defaults compare one replica, synchronous SGD, DASGD with the
 library's defaults and TensAIR's plain rule::
 
@@ -31,7 +32,8 @@ DEFAULT_SETTINGS = ("1 replica=--replicas 1;sync=--replicas 2 --staleness-bound 
                     "DASGD (defaults)=--replicas 2;"
                     "DASGD (TensAIR: no bound, no averaging)=--replicas 2 --staleness-bound none --average-every none")
 COLUMNS = (("holdout_accuracy", "held-out acc."), ("holdout_accuracy_averaged", "held-out acc., averaged model"),
-           ("final_loss", "final loss"), ("cooccurring_after", "co-occurrence cos."), ("max_staleness", "max staleness"),
+           ("final_loss", "final loss"), ("cooccurring_after", "co-occurrence cos."),
+           ("cooccurring_gap", "co-occurring - shuffled cos."), ("max_staleness", "max staleness"),
            ("batches_per_s", "batches/s"))
 
 
@@ -55,7 +57,10 @@ def parse_settings(text: str) -> List[Tuple[str, List[str]]]:
 def figures(summary: dict) -> Dict[str, Optional[float]]:
     """The compared figures of one run's summary (``None`` where the job has none)."""
     out = {key: summary.get(key) for key, _ in COLUMNS}
-    out["cooccurring_after"] = (summary.get("cosine") or {}).get("cooccurring_after")
+    cosine = summary.get("cosine") or {}
+    out["cooccurring_after"] = cosine.get("cooccurring_after")
+    if "cooccurring_after" in cosine and "shuffled_after" in cosine:  # the same words paired at random: the baseline
+        out["cooccurring_gap"] = cosine["cooccurring_after"] - cosine["shuffled_after"]
     if out["holdout_accuracy_averaged"] is None and summary.get("replicas") == 1:
         out["holdout_accuracy_averaged"] = out["holdout_accuracy"]  # one replica is its own average
     return out

@@ -359,8 +359,10 @@ def test_learning_quality_parses_settings_and_tabulates_means_per_setting():
         learning_quality.parse_settings("--replicas 2")
     single = learning_quality.figures({"replicas": 1, "holdout_accuracy": 0.9, "final_loss": 0.3})
     assert single["holdout_accuracy_averaged"] == 0.9 and single["cooccurring_after"] is None
-    words = learning_quality.figures({"replicas": 2, "final_loss": 0.5, "cosine": {"cooccurring_after": 0.47}})
-    assert words["cooccurring_after"] == 0.47 and words["holdout_accuracy"] is None
+    words = learning_quality.figures({"replicas": 2, "final_loss": 0.5,
+                                      "cosine": {"cooccurring_after": 0.47, "shuffled_after": 0.05}})
+    assert words["cooccurring_after"] == 0.47 and words["cooccurring_gap"] == pytest.approx(0.42)
+    assert words["holdout_accuracy"] is None
     rows = [{"setting": "sync", "seeds": [{"final_loss": 0.5}, {"final_loss": 0.3}], "mean": {"final_loss": 0.4}}]
     text = learning_quality.table(rows)
     assert "| setting | final loss |" in text and "| sync | **0.4** (0.5 / 0.3) |" in text
