@@ -1,7 +1,7 @@
 """Drift demo: the image classifier on a stream whose labels are permuted every ``--every`` batches.
 
-TensAIR's demo on Flink: the replicas run in ``--modes`` (default ``auto,always``: one job each,
-on the same stream). In ``auto`` they train until their loss stops falling, then only serve
+TensAIR's demo on Flink, with TensAIR's rule (no staleness bound, no averaging) by default: the
+replicas run in ``--modes`` (default ``auto,always``: one job each, on the same stream). In ``auto`` they train until their loss stops falling, then only serve
 (predict) while OPTWIN watches the loss; at a drift every replica trains again. Every batch is
 predicted in every mode. Printed and written to ``<outdir>/drift_demo.json``: per mode, the share of
 batches trained, the prequential accuracy (over the stream and over its last ``--score-window``
@@ -41,8 +41,11 @@ def parse_args(argv):
                         help="drifts in the stream: it runs for every * (drifts + 1) batches, the data replayed as needed (default 3)")
     parser.add_argument("--modes", default="auto,always", help="comma-separated modes, one job each (default: auto,always)")
     parser.add_argument("--learning-rate", type=float, default=5e-3, help="Adam learning rate (default 5e-3)")
-    flags.add_job_arguments(parser, batches=None, batch_size=16, window=20)
-    parser.set_defaults(converged_window=20)
+    flags.add_job_arguments(parser, batches=None, batch_size=16, window=20, staleness_bound=None)
+    # TensAIR's rule by default: with the library's defaults (bound 1, averaging every 8) auto's
+    # convergence test, on 20-batch windows of batch-16 losses, stopped training early, at a high
+    # loss (docs/use_cases.md, the drift demo); --staleness-bound 1 --average-every 8 to compare
+    parser.set_defaults(converged_window=20, average_every=None)
     args, _ = parser.parse_known_args(argv)
     args.modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in args.modes if m not in ("auto", "always", "never")]
