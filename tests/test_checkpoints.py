@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("pyflink")
 
-from pyflink_tensair import TrainConfig  # noqa: E402
+from pyflink_tensair import PeerUpdates, TrainConfig  # noqa: E402
 from pyflink_tensair.testing import max_weight_diff  # noqa: E402
 
 from flink_harness import MODEL, fail_once, make_batch, sequential_reference  # noqa: E402
@@ -52,8 +52,9 @@ class _Deal:
 def test_a_failed_job_restarts_from_its_checkpoint_and_trains_every_batch_once(tmp_path, staleness, failures, execution):
     """``failures=2``: the second failure hits the restarted job at its first batch, while it recovers.
     ``execution="thread"``: the replicas' state goes through the embedded operator's Java state."""
+    # TensAIR's rule: without weights messages every model version is one gradient, counted below
     config = TrainConfig(replicas=2, staleness_bound=staleness, checkpoint_interval_s=0.3, replica_execution=execution,
-                         checkpoint_dir=str(tmp_path / "checkpoints"), name="ckpt")
+                         checkpoint_dir=str(tmp_path / "checkpoints"), name="ckpt", peer_updates=PeerUpdates.tensair())
     result = run(tmp_path, config, functools.partial(fail_once, at=FAIL_AT, marker_dir=str(tmp_path),
                                                      checkpoint_dir=config.checkpoint_dir, times=failures))
     assert len(list(tmp_path.glob("failed-*"))) == failures, "no checkpoint completed before the last batch"

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("pyflink")
 
-from pyflink_tensair import TrainConfig  # noqa: E402
+from pyflink_tensair import PeerUpdates, TrainConfig  # noqa: E402
 from pyflink_tensair.testing import max_weight_diff  # noqa: E402
 
 from flink_harness import done_marker_after_three, garbage_after_three, run_training, sequential_reference, single_records  # noqa: E402
@@ -33,7 +33,7 @@ class TestTrainingModes:
 
     def test_dasgd_replicas_train_every_batch_and_apply_every_peer_message(self, tmp_path, workers, trainer, execution):
         config = TrainConfig(replicas=2, staleness_bound=None, workers=workers, trainer=trainer,
-                             replica_execution=execution, name="dasgd")
+                             replica_execution=execution, name="dasgd", peer_updates=PeerUpdates.tensair())
         result = run_training(tmp_path, 12, config)
         assert sorted(p["batch_id"] for p in result.predictions) == list(range(12))
         finals = {m.replica: m for m in result.metrics if m.phase == "final"}
@@ -43,6 +43,19 @@ class TestTrainingModes:
             assert final.model_version == final.local_step + peer.messages_sent - 1  # minus the done marker
             assert result.models[r].model_version == final.model_version
         assert sum(f.local_step for f in finals.values()) == 12
+
+
+def test_weights_messages_travel_the_loop_and_every_one_is_mixed_in_once(tmp_path):
+    config = TrainConfig(replicas=2, staleness_bound=1, peer_updates=PeerUpdates(average_every=2), name="averaging")
+    result = run_training(tmp_path, 16, config)
+    finals = {m.replica: m for m in result.metrics if m.phase == "final"}
+    assert sorted(finals) == [0, 1] and sum(f.local_step for f in finals.values()) == 16
+    for r, final in finals.items():
+        peer = finals[1 - r]
+        assert final.messages_applied == peer.local_step  # every gradient once
+        # and every weights message once: one version per gradient and one per mixed-in model
+        assert final.model_version == final.local_step + peer.local_step + peer.local_step // 2
+    assert max_weight_diff([m.weights for m in result.models.values()]) < 0.05
 
 
 @pytest.mark.parametrize("execution", ["process", "thread"])
