@@ -31,7 +31,8 @@ def _bound(text: str) -> Optional[int]:
 
 def peer_updates(spec: str):
     """A ``--remedies`` item as a PeerUpdates: ``plain``, or ``scale=F``, ``inverse``, ``sgd=LR``, ``average=K``
-    (periodic averaging every K steps) joined by ``+``.
+    (periodic averaging every K steps) joined by ``+``. Only the named remedies apply: ``plain`` is
+    TensAIR's rule, without the library's default averaging.
 
     Example::
 
@@ -40,7 +41,7 @@ def peer_updates(spec: str):
     """
     from pyflink_tensair.config import PeerUpdates
 
-    fields = {}
+    fields = {"average_every": None}
     for part in spec.split("+"):
         key, _, value = part.partition("=")
         if key == "plain" and not value:
