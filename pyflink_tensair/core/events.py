@@ -66,6 +66,12 @@ class Metrics:
     codec_s: Optional[float] = None
     idle_s: Optional[float] = None
     trained: Optional[bool] = None  # whether this batch was trained on (False: served only); None off "batch" records
+    # Guards, totals so far: input set aside (dead letters), peer messages refused, peer
+    # gradients clipped to the norm bound, own steps skipped for a gradient that was not finite
+    dead_letters: int = 0
+    messages_rejected: int = 0
+    gradients_clipped: int = 0
+    steps_skipped: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -124,6 +130,27 @@ class FinalModel:
     model_version: int
     weights: Dict[str, np.ndarray]
     initial_digest: str = ""
+
+
+def encode_final_model(event: FinalModel) -> bytes:
+    """A :class:`FinalModel` as the ``models`` stream carries it (a tensors record)."""
+    from . import wire
+
+    return wire.encode_tensors(event.weights, {"replica": event.replica, "model_version": event.model_version,
+                                               "initial_digest": event.initial_digest})
+
+
+def decode_final_model(data) -> FinalModel:
+    """Decodes a record of the ``models`` stream (as a sink or ``execute_and_collect()`` gets it)."""
+    from . import wire
+
+    meta, tensors = wire.decode_tensors(data)
+    replica, version, digest = meta.get("replica"), meta.get("model_version"), meta.get("initial_digest", "")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (replica, version)) \
+            or not isinstance(digest, str):
+        raise wire.WireFormatError("a final-model record needs ints 'replica' and 'model_version' >= 0 and a str "
+                                   f"'initial_digest'. Received: {meta!r:.200}")
+    return FinalModel(replica, version, dict(tensors), digest)
 
 
 def weights_digest(weights: Dict[str, np.ndarray]) -> str:

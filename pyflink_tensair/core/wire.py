@@ -5,17 +5,20 @@ Layout of one record (all integers little-endian)::
     0  4 bytes  magic b"TSNR"
     4  u8       format version (1)
     5  u8       kind: 1 batch, 2 gradient message, 3 done marker, 4 tensors, 5 start marker,
-                (6, 7: the replica operator's own markers), 8 mode message, 9 weights message
+                (6, 7: the replica operator's own markers), 8 mode message, 9 weights message,
+                10 dead letter (input set aside on its way to the replicas)
     6  u16      reserved, 0
     8  u32      header length H
     12 H bytes  header: UTF-8 JSON {"meta": {...}, "tensors": [{name, dtype, shape, offset, nbytes}]}
     ... zero padding to a multiple of 8, then the raw array data; each array starts at a multiple
         of 8 from the start of the data section, at the offset its header entry gives.
 
-The Java feedback channel reads byte 5 to find the done marker that ends its stream; keep it there.
+The Java feedback channel reads byte 5 to find the done marker that ends its stream, and the
+batch router to deal dead letters without a turn of their own; keep it there.
 
 Decoding checks every field and raises :class:`~pyflink_tensair.errors.WireFormatError` on bad
-bytes. Arrays are decoded without copying (read-only views on the record).
+bytes, and nothing else whatever the bytes (``tests/test_wire_fuzz.py`` fuzzes every decoder).
+Arrays are decoded without copying (read-only views on the record).
 
 Example::
 
@@ -26,16 +29,17 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
-from typing import Dict, Mapping, Tuple
+from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
 from ..config import SPARSE_VALUES
 from ..errors import WireFormatError
-from .messages import (MODE_REASONS, Batch, DoneMessage, GradientMessage, ModeMessage, PeerMessage, SparseGradient,
-                       WeightsMessage)
+from .messages import (DEAD_LETTER_REASONS, MODE_REASONS, Batch, DeadLetter, DoneMessage, GradientMessage, ModeMessage,
+                       PeerMessage, SparseGradient, WeightsMessage)
 
 MAGIC = b"TSNR"
 VERSION = 1
@@ -48,10 +52,11 @@ KIND_SNAPSHOT = 6  # from the replica operator (Java) before a checkpoint barrie
 KIND_OPEN = 7  # from the replica operator once its Python worker is up
 KIND_MODE = 8
 KIND_WEIGHTS = 9
+KIND_DEAD_LETTER = 10
 KIND_OFFSET = 5  # where the Java channel looks for KIND_DONE
 _KIND_NAMES = {KIND_BATCH: "batch", KIND_GRADIENT: "gradient", KIND_DONE: "done", KIND_TENSORS: "tensors",
                KIND_START: "start", KIND_SNAPSHOT: "snapshot", KIND_OPEN: "open", KIND_MODE: "mode",
-               KIND_WEIGHTS: "weights"}
+               KIND_WEIGHTS: "weights", KIND_DEAD_LETTER: "dead letter"}
 
 _PREFIX = struct.Struct("<4sBBHI")
 _ALIGN = 8
@@ -160,21 +165,36 @@ def _check_entry(entry, data_len: int, previous_end: int) -> Tuple[str, np.dtype
     name, dtype, shape, offset, nbytes = (entry[k] for k in ("name", "dtype", "shape", "offset", "nbytes"))
     if not isinstance(name, str) or not name:
         raise WireFormatError(f"tensor name must be a non-empty string, found {name!r}")
-    if dtype not in _DTYPES:
+    if not isinstance(dtype, str) or dtype not in _DTYPES:
         raise WireFormatError(f"tensor {name!r}: unsupported dtype {dtype!r}")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+    if not _is_shape(shape):
         raise WireFormatError(f"tensor {name!r}: shape must be a list of ints >= 0, found {shape!r}")
     for field_name, value in (("offset", offset), ("nbytes", nbytes)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise WireFormatError(f"tensor {name!r}: {field_name} must be an int >= 0, found {value!r}")
     dt = np.dtype(dtype)
-    if nbytes != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
+    if nbytes != _elements(shape) * dt.itemsize:
         raise WireFormatError(f"tensor {name!r}: {nbytes} bytes do not hold shape {shape} of {dtype}")
     if offset % _ALIGN or offset < previous_end:
         raise WireFormatError(f"tensor {name!r}: offset {offset} is misaligned or overlaps the previous tensor")
     if offset + nbytes > data_len:
         raise WireFormatError(f"tensor {name!r}: data runs past the end of the record")
     return name, dt, tuple(shape), offset, nbytes
+
+
+_MAX_DIM = 2 ** 40
+
+
+def _is_shape(shape) -> bool:
+    return isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= _MAX_DIM
+                                           for d in shape)
+
+
+def _elements(shape) -> int:
+    count = 1
+    for d in shape:  # Python ints: no overflow
+        count *= d
+    return count
 
 
 def decode_record(data) -> Tuple[int, Dict, Dict[str, np.ndarray]]:
@@ -312,16 +332,21 @@ def decode_message(data) -> PeerMessage:
         raise WireFormatError("gradient record needs JSON meta fields 'sparse' and 'order'") from None
     if not isinstance(sparse, dict) or not isinstance(order, list):
         raise WireFormatError("gradient record: 'sparse' must be an object and 'order' a list")
+    _check_names(order, "gradient")
     gradients = {}
     for name in order:
         if name in sparse:
+            shape = sparse[name]
+            if not _is_shape(shape) or not shape:
+                raise WireFormatError(f"sparse gradient {name!r}: dense shape must be a non-empty list of ints >= 0. "
+                                      f"Received: {shape!r}")
             try:
                 indices = tensors.pop(name + _SPARSE_INDICES)
                 values = tensors.pop(name + _SPARSE_VALUES)
-                gradients[name] = SparseGradient(indices, values, tuple(sparse[name]))
+                gradients[name] = SparseGradient(indices, values, tuple(shape))
             except (KeyError, ValueError, TypeError) as err:
                 raise WireFormatError(f"sparse gradient {name!r} is malformed: {err}") from None
-            if indices.dtype.kind not in "iu" or (indices.size and (indices.min() < 0 or indices.max() >= sparse[name][0])):
+            if indices.dtype.kind not in "iu" or (indices.size and (indices.min() < 0 or indices.max() >= shape[0])):
                 raise WireFormatError(f"sparse gradient {name!r} has indices outside its table")
         elif name in tensors:
             gradients[name] = tensors.pop(name)
@@ -347,11 +372,52 @@ def _decode_weights(meta: Mapping, tensors: Mapping) -> WeightsMessage:
         order = json.loads(meta["order"])
     except (KeyError, TypeError, json.JSONDecodeError):
         raise WireFormatError("weights record needs a JSON meta field 'order'") from None
-    if not isinstance(order, list) or sorted(map(str, order)) != sorted(tensors):
+    if not isinstance(order, list) or not all(isinstance(n, str) for n in order) or sorted(order) != sorted(tensors):
         raise WireFormatError(f"weights record: 'order' must list its tensors. Received: order={order!r}, "
                               f"tensors {sorted(tensors)}")
     return WeightsMessage(_require_meta_int(meta, "sender", 0), _require_meta_int(meta, "step", 1),
                           {name: tensors[name] for name in order}, _acks(meta))
+
+
+def _check_names(order, what: str) -> None:
+    if not all(isinstance(n, str) and n for n in order) or len(set(order)) != len(order):
+        raise WireFormatError(f"{what} record: 'order' must list distinct non-empty names. Received: {order!r:.200}")
+
+
+def message_origin(data) -> Optional[Tuple[int, int, int, int]]:
+    """``(kind, sender, first_step, step)`` of a peer message that may not decode, read from as
+    much of it as is readable (any format version), or ``None``: what a receiver needs to count
+    a rejected message against its sender. Never raises.
+
+    Example::
+
+        >>> message_origin(encode_message(DoneMessage(1, 40)))
+        (3, 1, 40, 40)
+        >>> message_origin(b"junk") is None
+        True
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)) or len(data) < _PREFIX.size:
+        return None
+    magic, _, kind, _, header_len = _PREFIX.unpack_from(data, 0)
+    if magic != MAGIC or _PREFIX.size + header_len > len(data) or header_len > _MAX_HEADER:
+        return None
+    try:
+        header = json.loads(bytes(data[_PREFIX.size:_PREFIX.size + header_len]).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    meta = header.get("meta") if isinstance(header, dict) else None
+    if not isinstance(meta, dict):
+        return None
+    numbers = [meta.get(key) for key in ("sender", "first_step", "step")]
+    if kind == KIND_DONE:
+        numbers = [meta.get("sender"), meta.get("final_step"), meta.get("final_step")]
+    if kind not in (KIND_GRADIENT, KIND_DONE, KIND_MODE, KIND_WEIGHTS):
+        return None
+    if kind in (KIND_MODE, KIND_WEIGHTS):
+        numbers[1] = numbers[2]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in numbers):
+        return None
+    return (kind, *numbers)
 
 
 def _acks(meta: Mapping) -> Tuple[int, ...]:
@@ -373,6 +439,28 @@ def encode_marker(kind: int) -> bytes:
     if kind not in (KIND_SNAPSHOT, KIND_OPEN):
         raise WireFormatError(f"kind must be KIND_SNAPSHOT or KIND_OPEN. Received: kind={kind!r}")
     return encode_record(kind, {}, {})
+
+
+# --- dead letters -------------------------------------------------------------------------------
+
+def encode_dead_letter(letter: DeadLetter) -> bytes:
+    """A :class:`DeadLetter` as a record (the batcher sends them down the batch stream; the router
+    deals them without a turn, and a replica forwards them to the dead-letter stream)."""
+    return encode_record(KIND_DEAD_LETTER, dataclasses.asdict(letter), {})
+
+
+def decode_dead_letter(data) -> DeadLetter:
+    kind, meta, tensors = decode_record(data)
+    _expect_kind(kind, KIND_DEAD_LETTER)
+    fields = {f.name: f.type for f in dataclasses.fields(DeadLetter)}
+    if set(meta) != set(fields) or tensors:
+        raise WireFormatError(f"dead-letter record needs exactly the fields {sorted(fields)}. Received: {sorted(meta)}")
+    texts = ("reason", "detail", "what", "stage", "preview")
+    if (not all(isinstance(meta[k], str) for k in texts) or meta["reason"] not in DEAD_LETTER_REASONS
+            or not all(isinstance(meta[k], int) and not isinstance(meta[k], bool) for k in ("position", "replica"))
+            or isinstance(meta["time"], bool) or not isinstance(meta["time"], (int, float))):
+        raise WireFormatError(f"dead-letter record has a field of the wrong type. Received: {meta!r:.300}")
+    return DeadLetter(**meta)
 
 
 # --- tensors (predictions, model snapshots) -----------------------------------------------------

@@ -15,7 +15,7 @@ from pyflink.common import Row, Types
 from pyflink.datastream import OutputTag
 
 from ..core import wire
-from ..core.events import FinalModel, Prediction
+from ..core.events import FinalModel, Prediction, decode_final_model, encode_final_model  # noqa: F401 (re-exported)
 
 PREDICTION_FIELDS = ["replica", "batch_id", "model_version", "loss", "accuracy", "predictions"]
 
@@ -55,6 +55,10 @@ def mode_changes_tag(name: str) -> OutputTag:
     return OutputTag(f"{name}-mode-changes", Types.STRING())
 
 
+def dead_letters_tag(name: str) -> OutputTag:
+    return OutputTag(f"{name}-dead-letters", Types.STRING())
+
+
 def prediction_row(event: Prediction) -> Row:
     nan = float("nan")
     return Row(event.replica, event.batch_id, event.model_version,
@@ -76,18 +80,6 @@ def decode_prediction(row) -> dict:
         if out[key] is not None and math.isnan(out[key]):
             out[key] = None
     return out
-
-
-def encode_final_model(event: FinalModel) -> bytes:
-    return wire.encode_tensors(event.weights, {"replica": event.replica, "model_version": event.model_version,
-                                               "initial_digest": event.initial_digest})
-
-
-def decode_final_model(data) -> FinalModel:
-    """Decodes a record of the ``models`` stream (as a sink or ``execute_and_collect()`` gets it)."""
-    meta, tensors = wire.decode_tensors(data)
-    return FinalModel(int(meta["replica"]), int(meta["model_version"]), dict(tensors),
-                      str(meta.get("initial_digest", "")))
 
 
 def prediction_json(row) -> str:
