@@ -37,7 +37,8 @@ from pyflink_tensair import batch_source, keras_model, train
 from pyflink_tensair.cli import flags
 from pyflink_tensair.cli.run import main_guard, run_job
 from pyflink_tensair.datasets.corpus import shakespeare_corpus
-from pyflink_tensair.errors import DataError, ModelError
+from pyflink_tensair.errors import BadInputError, DataError, ModelError
+from pyflink_tensair.flink.sources import with_dead_letters
 from pyflink_tensair.models import zoo
 from pyflink_tensair.word2vec import evaluation
 from pyflink_tensair.word2vec.probe import neighbours_probe
@@ -164,7 +165,15 @@ def main(argv=None):
     batch_bytes = args.batch_size * (1 + 2 * (1 + args.negatives)) * 4
     config = flags.config_from_args(args, name="word2vec",
                                     buffer_capacity=flags.held_batches_capacity(args, total, batch_bytes))
-    output = train(batch_source(env, total, corpus, rate=args.rate, name="word2vec", execution=args.replica_execution), model=model, config=config,
+    if corpus.bad_lines:
+        first = corpus.bad_lines[0]
+        if config.guards.bad_input == "fail":
+            raise BadInputError(f"{len(corpus.bad_lines)} line(s) of the corpus are not UTF-8, the first {first.detail} "
+                                f"(byte offset {first.position}). --bad-input dead_letter skips them and lists them in "
+                                "<outdir>/dead-letters-*.jsonl")
+        print(f"corpus: {len(corpus.bad_lines)} line(s) are not UTF-8 and are set aside (the first: {first.detail})")
+    batches = batch_source(env, total, corpus, rate=args.rate, name="word2vec", execution=args.replica_execution)
+    output = train(with_dead_letters(env, batches, corpus.bad_lines, name="word2vec"), model=model, config=config,
                    probe=probe, probe_every_s=args.probe_every)
     outdir = os.path.abspath(args.outdir or flags.default_outdir("word2vec"))
     args.outdir = outdir

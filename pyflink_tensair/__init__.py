@@ -22,12 +22,12 @@ __version__ = "0.1.0"
 # Every name loads on first use: importing a package must not import its subpackages (see _lazy).
 _NAMES = {
     "AutoSettings": ".config", "LatencySettings": ".config", "Mode": ".config", "TrainConfig": ".config", "TrainerMode": ".config", "WorkerMode": ".config",
-    "ReplicaExecution": ".config", "PeerUpdates": ".config",
-    "Batch": ".core.messages", "encode_batch": ".core.wire", "decode_batch": ".core.wire",
+    "ReplicaExecution": ".config", "PeerUpdates": ".config", "Guards": ".config",
+    "Batch": ".core.messages", "DeadLetter": ".core.messages", "decode_dead_letter": ".core.wire", "encode_batch": ".core.wire", "decode_batch": ".core.wire",
     "simulate": ".core.simulation", "SimulationResult": ".core.simulation",
     "ConfigError": ".errors", "DataError": ".errors", "DataNotFoundError": ".errors",
     "JavaToolchainError": ".errors", "ModelError": ".errors", "ProtocolError": ".errors", "TensairError": ".errors",
-    "WireFormatError": ".errors",
+    "WireFormatError": ".errors", "BadInputError": ".errors",
     "train": ".flink.training", "TrainOutput": ".flink.training", "to_batches": ".flink.batching",
     "batch_source": ".flink.sources", "keras_model": ".flink.results", "keras_models": ".flink.results",
     "averaged_keras_model": ".flink.results",

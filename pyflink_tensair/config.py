@@ -221,6 +221,56 @@ class PeerUpdates:
         return float(self.scale) / (1 + max(0, local_step - sender_step))
 
 
+BAD_INPUT_POLICIES = ("dead_letter", "fail")
+NORM_ACTIONS = ("reject", "clip")
+DEFAULT_MAX_BATCH_BYTES = 64 * 2 ** 20
+
+
+@dataclass(frozen=True)
+class Guards:
+    """What the replicas let in: bad input, poisoned peer messages, outliers
+    (:mod:`pyflink_tensair.core.guards` checks them; ``docs/reliability.md`` has the table).
+
+    Attributes:
+        bad_input: ``"dead_letter"`` (default): a record, batch or corpus line that cannot be
+            trained on (not a record, a missing field, the wrong shape or dtype for the model,
+            NaN or infinite values, empty, oversized, a label outside the model's classes) goes
+            to ``TrainOutput.dead_letters`` with the reason and its position, is counted, and
+            the job goes on. ``"fail"``: the first one fails the job with a ``BadInputError``.
+        max_batch_bytes: a batch larger than this is set aside as ``"oversized"``.
+        max_gradient_norm: a peer message whose gradient's global L2 norm is larger is an
+            outlier (``None``: no bound). Non-finite peer gradients are always refused.
+        norm_action: what happens to an outlier: ``"reject"`` (not applied, counted) or
+            ``"clip"`` (scaled down to the bound, applied, counted).
+
+    Peer messages that do not fit the model (unknown or missing tensors, wrong shapes,
+    indices outside a table, non-finite values, another protocol version) are refused whatever
+    the policy: they are counted (``messages_rejected``) and reported in the dead-letter
+    stream, and the protocol goes on as if the sender's step had been applied.
+
+    Example::
+
+        >>> Guards(max_gradient_norm=10.0, norm_action="clip").norm_action
+        'clip'
+    """
+
+    bad_input: str = "dead_letter"
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
+    max_gradient_norm: Optional[float] = None
+    norm_action: str = "reject"
+
+    def __post_init__(self):
+        if self.bad_input not in BAD_INPUT_POLICIES:
+            raise ConfigError(f"Guards.bad_input must be 'dead_letter' or 'fail'. Received: bad_input={self.bad_input!r}")
+        _require_int("max_batch_bytes", self.max_batch_bytes, 1)
+        if self.max_gradient_norm is not None and (isinstance(self.max_gradient_norm, bool) or not isinstance(
+                self.max_gradient_norm, (int, float)) or not 0 < self.max_gradient_norm < float("inf")):
+            raise ConfigError("Guards.max_gradient_norm must be a finite number > 0 or None. "
+                              f"Received: max_gradient_norm={self.max_gradient_norm!r}")
+        if self.norm_action not in NORM_ACTIONS:
+            raise ConfigError(f"Guards.norm_action must be 'reject' or 'clip'. Received: norm_action={self.norm_action!r}")
+
+
 @dataclass(frozen=True)
 class LatencySettings:
     """Flink settings that decide how fast a gradient goes round the feedback loop.
@@ -293,6 +343,8 @@ class TrainConfig:
             and how often they average their weights. With ``staleness_bound=0`` every replica
             applies the same average and the replicas stay equal: weighing is refused there, and
             averaging equal weights changes nothing (no weights are sent).
+        guards: :class:`Guards`, what happens to bad input and poisoned peer messages
+            (by default: set aside into ``TrainOutput.dead_letters``, counted, the job goes on).
         seed: seeds model initialisation; every replica starts from the same weights.
         tf_intra_op_threads: TensorFlow intra-op threads per replica (``None``: TensorFlow's
             default, all cores).
@@ -337,6 +389,7 @@ class TrainConfig:
     mode: Mode = Mode.TRAIN
     auto: AutoSettings = field(default_factory=AutoSettings)
     peer_updates: PeerUpdates = field(default_factory=PeerUpdates)
+    guards: Guards = field(default_factory=Guards)
     seed: int = 0
     tf_intra_op_threads: Optional[int] = 1
     latency: Optional[LatencySettings] = field(default_factory=LatencySettings)
@@ -390,6 +443,8 @@ class TrainConfig:
         if self.staleness_bound == 0 and self.peer_updates.weighs_gradients:
             raise ConfigError("peer_updates weigh DASGD's peer gradients; synchronous replicas (staleness_bound=0) "
                               f"apply every step's average. Received: staleness_bound=0, peer_updates={self.peer_updates!r}")
+        if not isinstance(self.guards, Guards):
+            raise ConfigError(f"guards must be a Guards. Received: guards={self.guards!r}")
         if not isinstance(self.auto, AutoSettings):
             raise ConfigError(f"auto must be an AutoSettings. Received: auto={self.auto!r}")
         if self.checkpoint_interval_s is not None and (

@@ -38,6 +38,16 @@ class DataError(TensairError, ValueError):
     since the job was built, or not to be had (a failed download)."""
 
 
+class BadInputError(DataError):
+    """A record, batch or corpus line that cannot be trained on, with ``Guards(bad_input="fail")``
+    (by default such input is set aside into the dead-letter stream instead)."""
+
+
+class BatchRejectedError(BadInputError):
+    """The model itself refused a batch its checks let through (e.g. an index outside an
+    embedding table); its step was not applied."""
+
+
 class DataNotFoundError(DataError, FileNotFoundError):
     """A data set's file or folder does not exist or holds none of the files expected."""
 

@@ -15,6 +15,7 @@ from pyflink.datastream import ProcessFunction
 
 from pyflink_tensair import TrainConfig, train
 from pyflink_tensair.core.events import FinalModel, Metrics, ModeChange
+from pyflink_tensair.core.messages import DeadLetter
 from pyflink_tensair.datasets.teacher import encoded_teacher_batch
 from pyflink_tensair.flink import types
 from pyflink_tensair.flink.sinks import write_json_lines, write_records
@@ -35,6 +36,21 @@ def garbage_after_three(index):
     return make_batch(index) if index < 3 else b"definitely not a batch"
 
 
+def bad_batches_among_good(index):
+    """Batches 0-9, with bytes that are no record after batch 2, a batch of the wrong shape
+    (id 100), one with NaN (101) and an empty one (102) after batch 5."""
+    from pyflink_tensair.core import wire
+    from pyflink_tensair.core.messages import Batch
+
+    bad = {3: b"definitely not a batch",
+           7: wire.encode_batch(Batch(np.zeros((4, FEATURES + 2), np.float32), np.zeros(4, np.int64), {"id": 100})),
+           8: wire.encode_batch(Batch(np.full((4, FEATURES), np.nan, np.float32), np.zeros(4, np.int64), {"id": 101})),
+           9: wire.encode_batch(Batch(np.zeros((0, FEATURES), np.float32), np.zeros(0, np.int64), {"id": 102}))}
+    if index in bad:
+        return bad[index]
+    return make_batch(index - sum(1 for i in bad if i < index))
+
+
 def done_marker_after_three(index):
     from pyflink_tensair.core import wire
     from pyflink_tensair.core.messages import DoneMessage
@@ -43,16 +59,24 @@ def done_marker_after_three(index):
 
 
 def local_log_excerpt(lines: int = 60) -> str:
-    """The last warnings and errors of the local mini-cluster's log (PyFlink's ``log/`` folder):
-    what a failed job's assertion shows, since CI keeps no log files."""
+    """What a failed job's assertion shows of the local mini-cluster's log (PyFlink's ``log/``
+    folder), since CI keeps no log files: the first errors and every line about a TaskExecutor
+    (a TaskManager that left is what 'NoResourceAvailableException' follows), then the last
+    warnings and state changes."""
     import pyflink
 
+    causes = ("FATAL", "ERROR", "Fatal", "TaskExecutor", "Reference count", "OutOfMemory", "exit code")
     wanted = ("WARN", "ERROR", "NoResourceAvailable", "switched from", "Caused by")
-    found = []
+    first, last = [], []
     for path in glob.glob(os.path.join(os.path.dirname(pyflink.__file__), "log", "*.log")):
         with open(path, errors="replace") as f:
-            found += [line.rstrip()[:400] for line in f if any(w in line for w in wanted)]
-    return "\n".join(found[-lines:]) or "(no mini-cluster log found)"
+            for line in f:
+                if any(c in line for c in causes) and len(first) < 40:
+                    first.append(line.rstrip()[:400])
+                if any(w in line for w in wanted):
+                    last.append(line.rstrip()[:400])
+    text = "\n".join(["--- first errors and TaskExecutor lines ---", *first, "--- last warnings ---", *last[-lines:]])
+    return text if first or last else "(no mini-cluster log found)"
 
 
 def fail_once(index, *, at: int, marker_dir: str, checkpoint_dir: str, times: int = 1, patience_s: float = 2.0):
@@ -122,12 +146,34 @@ def _record(index):
     return rng.normal(size=FEATURES).tolist(), int(rng.integers(0, CLASSES))
 
 
-def single_records(env, count: int):
-    """A stream of ``(features, label)`` records, one per number."""
+# record n of the mixed stream: a bad record where BAD_RECORDS says, else the next good one
+BAD_RECORDS = {
+    2: ("wrong_shape", lambda: ([0.5] * (FEATURES + 1), 1)),
+    5: ("non_finite", lambda: ([float("nan")] + [0.0] * (FEATURES - 1), 0)),
+    9: ("missing_field", lambda: ([0.0] * FEATURES,)),
+    12: ("label_out_of_range", lambda: ([0.0] * FEATURES, CLASSES)),
+    17: ("wrong_dtype", lambda: (["a"] * FEATURES, 0)),
+    20: ("missing_field", lambda: "a line of text"),  # (Flink carries no null records)
+    23: ("non_finite", lambda: ([0.0] * FEATURES, float("inf"))),
+    31: ("wrong_shape", lambda: ([[0.0], [1.0, 2.0]], 0)),
+}
+
+
+def _mixed_record(index):
+    if index in BAD_RECORDS:
+        return BAD_RECORDS[index][1]()
+    return _record(index - sum(1 for bad in BAD_RECORDS if bad < index))
+
+
+def single_records(env, count: int, *, mixed: bool = False):
+    """A stream of ``(features, label)`` records, one per number; ``mixed``: the same good
+    records with BAD_RECORDS among them (``count`` good ones either way)."""
     from pyflink.common import Types
 
-    numbers = number_sequence(env, 0, count - 1, name="record numbers", uid="record-numbers")
-    return numbers.map(_record, output_type=Types.PICKLED_BYTE_ARRAY()).name("records").uid("records")
+    total = count + (len(BAD_RECORDS) if mixed else 0)
+    numbers = number_sequence(env, 0, total - 1, name="record numbers", uid="record-numbers")
+    return (numbers.map(_mixed_record if mixed else _record, output_type=Types.PICKLED_BYTE_ARRAY())
+            .name("records").uid("records").set_parallelism(1))  # in order: a record's position is its number
 
 
 @dataclass
@@ -136,6 +182,7 @@ class JobResult:
     models: Dict[int, FinalModel]
     predictions: List[dict]
     mode_changes: List[ModeChange]
+    dead_letters: List[DeadLetter]
 
     def batch_ids_by_replica(self) -> Dict[int, List[int]]:
         """The batches each replica trained, in the order of its local steps."""
@@ -163,6 +210,7 @@ def run_training(outdir, batches: int, config: TrainConfig, *, maker=make_batch,
     write_json_lines(out.metrics, outdir, "metrics", name=config.name)
     write_records(out.models, outdir, "model", name=config.name)
     write_json_lines(out.mode_changes, outdir, "mode-changes", name=config.name)
+    write_json_lines(out.dead_letters, outdir, "dead-letters", name=config.name)
     predictions = out.predictions.map(types.prediction_json, output_type=Types.STRING()).name("json").uid("json")
     write_json_lines(predictions, outdir, "predictions", name=config.name)
     env.execute("test job")
@@ -177,7 +225,8 @@ def read_results(outdir) -> JobResult:
     return JobResult(metrics=[Metrics.from_json(line) for line in lines("metrics")],
                      models={m.replica: m for m in models},
                      predictions=[json.loads(line) for line in lines("predictions")],
-                     mode_changes=[ModeChange.from_json(line) for line in lines("mode-changes")])
+                     mode_changes=[ModeChange.from_json(line) for line in lines("mode-changes")],
+                     dead_letters=[DeadLetter.from_json(line) for line in lines("dead-letters")])
 
 
 def sequential_reference(result: JobResult, maker=make_batch, model=MODEL, seed: int = 0) -> Dict[str, np.ndarray]:

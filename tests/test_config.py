@@ -83,3 +83,33 @@ def test_peer_update_factor_damps_by_the_steps_a_gradient_is_old():
     assert not PeerUpdates(scale=0.5).plain and PeerUpdates(scale=0.5).factor(10, 2) == 0.5
     damped = PeerUpdates(damping="inverse")
     assert [damped.factor(k, 5) for k in (3, 5, 6, 9)] == [1.0, 1.0, 0.5, 0.2]  # never above 1: a peer ahead is fresh
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(bad_input="drop"), "Guards.bad_input must be 'dead_letter' or 'fail'. Received: bad_input='drop'"),
+    (dict(max_batch_bytes=0), "max_batch_bytes must be an int >= 1. Received: max_batch_bytes=0"),
+    (dict(max_gradient_norm=float("inf")), "max_gradient_norm must be a finite number > 0 or None"),
+    (dict(max_gradient_norm=-1.0), "max_gradient_norm must be a finite number > 0 or None"),
+    (dict(norm_action="scale"), "Guards.norm_action must be 'reject' or 'clip'. Received: norm_action='scale'"),
+])
+def test_guards_errors_name_field_rule_and_value(fields, message):
+    from pyflink_tensair import Guards
+
+    with pytest.raises(ConfigError) as err:
+        Guards(**fields)
+    assert message in str(err.value)
+
+
+def test_guards_default_to_dead_letters_and_come_from_the_job_flags():
+    import argparse
+
+    from pyflink_tensair import Guards
+    from pyflink_tensair.cli import flags
+
+    assert TrainConfig().guards == Guards() and Guards().bad_input == "dead_letter"
+    with pytest.raises(ConfigError, match="guards must be a Guards"):
+        TrainConfig(guards="fail")
+    parser = argparse.ArgumentParser()
+    flags.add_job_arguments(parser, batches=10, batch_size=8)
+    args = parser.parse_args(["--bad-input", "fail", "--max-gradient-norm", "5", "--norm-action", "clip"])
+    assert flags.config_from_args(args).guards == Guards(bad_input="fail", max_gradient_norm=5.0, norm_action="clip")

@@ -10,7 +10,8 @@ pytest.importorskip("pyflink")
 from pyflink_tensair import PeerUpdates, TrainConfig  # noqa: E402
 from pyflink_tensair.testing import max_weight_diff  # noqa: E402
 
-from flink_harness import done_marker_after_three, garbage_after_three, run_training, sequential_reference, single_records  # noqa: E402
+from flink_harness import (CLASSES, done_marker_after_three, garbage_after_three, run_training, sequential_reference,  # noqa: E402
+                           single_records)
 
 pytestmark = pytest.mark.flink
 
@@ -153,11 +154,27 @@ def test_more_replicas_than_batches(tmp_path):
     assert max_weight_diff([m.weights for m in result.models.values()]) == 0.0
 
 
-def test_bad_batch_bytes_fail_the_job_with_a_clear_error(tmp_path):
+def test_bad_batches_are_set_aside_counted_and_the_job_goes_on(tmp_path):
+    from flink_harness import bad_batches_among_good
+
+    result = run_training(tmp_path, 14, TrainConfig(replicas=2, name="badbatches"), maker=bad_batches_among_good)
+    letters = sorted((l.reason, l.position) for l in result.dead_letters)
+    assert [reason for reason, _ in letters] == ["empty", "non_finite", "not_a_record", "wrong_shape"], letters
+    assert sorted(p for r, p in letters if r != "not_a_record") == [100, 101, 102]
+    trained = sorted(m.batch_id for m in result.metrics if m.phase == "batch" and m.trained)
+    assert trained == list(range(10))  # every good batch, once
+    finals = [m for m in result.metrics if m.phase == "final"]
+    assert sum(m.dead_letters for m in finals) == 4
+
+
+def test_bad_batch_bytes_fail_the_job_with_a_clear_error_when_the_policy_says_so(tmp_path):
+    from pyflink_tensair import Guards
+
     with pytest.raises(Exception) as err:
-        run_training(tmp_path, 6, TrainConfig(replicas=1, name="garbage"), maker=garbage_after_three)
+        run_training(tmp_path, 6, TrainConfig(replicas=1, guards=Guards(bad_input="fail"), name="garbage"),
+                     maker=garbage_after_three)
     text = str(err.value)
-    assert "WireFormatError" in text and "not a pyflink_tensair record" in text, text[-3000:]
+    assert "BadInputError" in text and "not a pyflink_tensair record" in text, text[-3000:]
 
 
 def test_a_message_in_the_batch_stream_fails_the_job_where_batches_are_routed(tmp_path):
@@ -165,6 +182,29 @@ def test_a_message_in_the_batch_stream_fails_the_job_where_batches_are_routed(tm
         run_training(tmp_path, 6, TrainConfig(replicas=2, name="misrouted"), maker=done_marker_after_three)
     text = str(err.value)
     assert "the batch stream carried a pyflink_tensair record of kind 3, not a mini-batch" in text, text[-3000:]
+
+
+def test_bad_records_are_set_aside_and_the_synchronous_model_equals_the_clean_run(tmp_path):
+    """Issue 13: the good records are batched and dealt exactly as without the bad ones."""
+    from pyflink_tensair import to_batches
+
+    from flink_harness import BAD_RECORDS
+
+    def run(mixed):
+        folder = tmp_path / ("mixed" if mixed else "clean")
+        return run_training(folder, 0, TrainConfig(replicas=2, staleness_bound=0, name="mixed" if mixed else "clean"),
+                            stream=lambda env: to_batches(single_records(env, 96, mixed=mixed), batch_size=8,
+                                                          classes=CLASSES, name="records"))
+
+    clean, mixed = run(False), run(True)
+    assert clean.dead_letters == []
+    letters = sorted((l.position, l.reason, l.what, l.stage) for l in mixed.dead_letters)
+    assert letters == [(n, reason, "record", "to_batches") for n, (reason, _) in sorted(BAD_RECORDS.items())]
+    assert sum(m.dead_letters for m in mixed.metrics if m.phase == "final") == len(BAD_RECORDS)
+    assert mixed.batch_ids_by_replica() == clean.batch_ids_by_replica() == {0: list(range(0, 12, 2)), 1: list(range(1, 12, 2))}
+    for r in (0, 1):
+        for name, value in clean.models[r].weights.items():
+            np.testing.assert_array_equal(mixed.models[r].weights[name], value)
 
 
 def test_to_batches_groups_single_records_into_mini_batches(tmp_path):

@@ -1,5 +1,6 @@
 """The Keras adapter: separate compute/apply, sparse embedding gradients, state, model sources."""
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -181,3 +182,50 @@ def test_the_fused_step_can_be_turned_off_for_before_after_measurements(monkeypa
         replica.on_batch(batch)
     for name, value in fused.model.get_weights().items():  # the same step either way, bit for bit
         np.testing.assert_array_equal(value, unfused.model.get_weights()[name])
+
+
+# ---------------------------------------------------------------- guards (issue 13)
+
+def test_a_step_whose_gradient_is_not_finite_is_not_applied():
+    model = KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0))
+    before = model.get_state()
+    huge = Batch(np.full((8, 20), 3e38, np.float32), np.zeros(8, np.int64))
+    for result in (model.train_step(huge), model.compute_gradients(huge)):
+        assert result.finite is False
+    after = model.get_state()
+    assert all(np.array_equal(before[k], after[k]) for k in before)  # weights and Adam's slots and step count
+    assert model.train_step(Batch(np.ones((8, 20), np.float32), np.zeros(8, np.int64))).finite is True
+
+
+def test_a_batch_tensorflow_refuses_raises_batch_rejected_and_changes_nothing():
+    from pyflink_tensair.errors import BatchRejectedError
+
+    model = KerasModelAdapter(load_model(functools.partial(zoo.word2vec, vocabulary=50, dim=4), seed=0))
+    before = model.get_weights()
+    batch = Batch({"target": np.array([1, 70], np.int32), "context": np.zeros((2, 5), np.int32)}, np.zeros((2, 5), np.float32))
+    with pytest.raises(BatchRejectedError, match=r"indices\[1\] = 70 is not in \[0, 50\)"):
+        model.train_step(batch)
+    assert all(np.array_equal(before[k], v) for k, v in model.get_weights().items())
+
+
+def test_batch_spec_names_the_inputs_their_integer_kinds_and_the_classes():
+    from pyflink_tensair.core.guards import BatchSpec
+
+    assert KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0)).batch_spec() == BatchSpec({None: (20,)}, frozenset(), 4)
+    spec = KerasModelAdapter(load_model(functools.partial(zoo.word2vec, vocabulary=50, dim=4), seed=0)).batch_spec()
+    assert spec == BatchSpec({"target": (), "context": (5,)}, frozenset({"target", "context"}), None)
+    assert KerasModelAdapter(load_model(zoo.digits_cnn, seed=0)).batch_spec().inputs == {None: (8, 8, 1)}
+
+
+def test_a_keras_replica_sets_aside_what_its_model_refuses_and_goes_on():
+    from pyflink_tensair import DeadLetter
+    from pyflink_tensair.core.replica import Replica
+
+    model = KerasModelAdapter(load_model(functools.partial(zoo.word2vec, vocabulary=50, dim=4), seed=0))
+    replica = Replica(0, 1, model)
+    bad = Batch({"target": np.array([1, 70], np.int32), "context": np.zeros((2, 5), np.int32)}, np.zeros((2, 5), np.float32), {"id": 4})
+    events = replica.on_batch(bad)
+    assert [(type(e), e.reason, e.position) for e in events] == [(DeadLetter, "rejected_by_model", 4)]
+    good = dataclasses.replace(bad, x={"target": np.array([1, 7], np.int32), "context": np.zeros((2, 5), np.int32)})
+    replica.on_batch(good)
+    assert (replica.local_step, replica.dead_letters) == (1, 1)

@@ -26,7 +26,7 @@ import os
 import time
 from typing import Callable, Optional
 
-from ..config import (DEFAULT_STALENESS_BOUND, PEER_DAMPING, PEER_RULES, SPARSE_VALUES, AutoSettings, LatencySettings, PeerUpdates, ReplicaExecution,
+from ..config import (BAD_INPUT_POLICIES, NORM_ACTIONS, Guards, DEFAULT_STALENESS_BOUND, PEER_DAMPING, PEER_RULES, SPARSE_VALUES, AutoSettings, LatencySettings, PeerUpdates, ReplicaExecution,
                       TrainConfig, TrainerMode, WorkerMode)
 from ..errors import ConfigError
 
@@ -194,6 +194,14 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
                         default=peer.average_every,
                         help="DASGD: every N local steps a replica sends its weights and its peers move 1/replicas of "
                              f"the way towards them (periodic model averaging; 'none': never; default: {peer.average_every})")
+    guards = Guards()
+    parser.add_argument("--bad-input", choices=BAD_INPUT_POLICIES, default=guards.bad_input,
+                        help="a record, batch or corpus line that cannot be trained on: set aside into "
+                             "<outdir>/dead-letters-*.jsonl and counted (dead_letter, the default), or fail the job")
+    parser.add_argument("--max-gradient-norm", type=config_value("max_gradient_norm", float, Guards), default=None,
+                        help="peer gradients with a larger global L2 norm are outliers (default: no bound)")
+    parser.add_argument("--norm-action", choices=NORM_ACTIONS, default=guards.norm_action,
+                        help=f"what happens to an outlier: rejected or clipped to the bound (default: {guards.norm_action})")
     defaults = LatencySettings()
     for flag, field in (("--bundle-size", "bundle_size"), ("--bundle-time-ms", "bundle_time_ms"),
                         ("--buffer-timeout-ms", "buffer_timeout_ms")):
@@ -229,7 +237,9 @@ def config_from_args(args, **overrides) -> TrainConfig:
                   seed=args.seed, sparse_values=args.sparse_values, workers=args.workers, trainer=args.trainer,
                   replica_execution=args.replica_execution, tf_intra_op_threads=args.tf_threads, latency=latency,
                   mode=args.mode, auto=AutoSettings(window=args.converged_window, tolerance=args.converged_tolerance,
-                                                    detector=args.drift_detector))
+                                                    detector=args.drift_detector),
+                  guards=Guards(bad_input=args.bad_input, max_gradient_norm=args.max_gradient_norm,
+                                norm_action=args.norm_action))
     if args.peer_rule == "sgd" and args.peer_sgd_lr is None:
         raise ConfigError("--peer-rule sgd needs --peer-sgd-lr LR, the plain step's learning rate")
     if args.staleness_bound != 0:  # synchronous replicas average every step: peer updates do not apply

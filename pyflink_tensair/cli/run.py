@@ -28,9 +28,11 @@ from ..flink.sinks import write_json_lines, write_records
 from .flags import default_outdir
 from .progress import Progress, show_probe as default_show_probe
 
-_RESULT_FILES = ("metrics-*.jsonl", "probes-*.jsonl", "predictions-*.jsonl", "mode-changes-*.jsonl", "model-*.bin")
+_RESULT_FILES = ("metrics-*.jsonl", "probes-*.jsonl", "predictions-*.jsonl", "mode-changes-*.jsonl",
+                 "dead-letters-*.jsonl", "model-*.bin")
 _SHOWN = ("batches", "final_loss", "window_accuracy", "holdout_accuracy", "holdout_accuracy_averaged", "batches_per_s",
-          "mean_gradient_message_bytes", "replica_max_weight_diff", "model_versions")
+          "mean_gradient_message_bytes", "replica_max_weight_diff", "model_versions", "dead_letters",
+          "messages_rejected")
 
 
 def evaluate_models(models, model, batches, suffix: str = "") -> dict:
@@ -79,6 +81,7 @@ def _attach_writers(output, outdir: str, config: TrainConfig, predictions) -> No
     write_json_lines(output.metrics, outdir, "metrics", name=config.name).set_parallelism(config.replicas)
     write_json_lines(output.probes, outdir, "probes", name=config.name).set_parallelism(config.replicas)
     write_json_lines(output.mode_changes, outdir, "mode-changes", name=config.name).set_parallelism(config.replicas)
+    write_json_lines(output.dead_letters, outdir, "dead-letters", name=config.name).set_parallelism(config.replicas)
     write_records(output.models, outdir, "model", name=config.name).set_parallelism(config.replicas)
     if predictions is not None:
         write_json_lines(predictions, outdir, "predictions", name=config.name).set_parallelism(config.replicas)

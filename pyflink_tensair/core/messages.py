@@ -6,6 +6,8 @@ and map one to one onto the wire format (:mod:`pyflink_tensair.core.wire`).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple, Union
 
@@ -169,4 +171,70 @@ class WeightsMessage:
     acks: Tuple[int, ...] = ()  # see DoneMessage
 
 
-PeerMessage = Union[GradientMessage, DoneMessage, ModeMessage, WeightsMessage]
+@dataclass(frozen=True)
+class RefusedMessage:
+    """A peer message that did not decode (another format version, corrupt bytes): what its
+    header still told of it (``wire.message_origin``), so the receiver can count it against its
+    sender and go on. ``kind`` is the wire kind; ``first_step .. step`` the steps it covered
+    (a done marker's final step for both)."""
+
+    sender: int
+    first_step: int
+    step: int
+    kind: int
+    detail: str
+    acks: Tuple[int, ...] = ()
+
+
+PeerMessage = Union[GradientMessage, DoneMessage, ModeMessage, WeightsMessage, RefusedMessage]
+
+# Why input was not trained on: the ``reason`` of a DeadLetter.
+DEAD_LETTER_REASONS = ("not_a_record", "missing_field", "wrong_shape", "wrong_dtype", "non_finite", "empty",
+                       "oversized", "label_out_of_range", "bad_utf8", "rejected_by_model", "unknown_tensor",
+                       "norm_bound")
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """Input that was set aside instead of trained on (``TrainConfig.bad_input="dead_letter"``).
+
+    ``reason`` is one of :data:`DEAD_LETTER_REASONS`, ``detail`` says what was wrong in words;
+    ``what`` is ``"record"`` (one input of :func:`~pyflink_tensair.to_batches`), ``"batch"`` or
+    ``"line"`` (of a text corpus); ``stage`` is where it was caught (``"to_batches"``,
+    ``"replica"``, ``"corpus"``); ``position`` is where it was in its stream (the record's index
+    in the batcher's input, the batch's id, or for bytes with no id the replica's input count,
+    or the line's byte offset); ``preview`` the start of the input as text. ``replica`` and
+    ``time`` are filled in by the replica that emits it.
+
+    Example::
+
+        >>> letter = DeadLetter("non_finite", "feature 2 is nan", "record", "to_batches", 17)
+        >>> DeadLetter.from_json(letter.to_json()) == letter
+        True
+    """
+
+    reason: str
+    detail: str
+    what: str
+    stage: str
+    position: int
+    preview: str = ""
+    replica: int = -1
+    time: float = 0.0
+
+    def __post_init__(self):
+        if self.reason not in DEAD_LETTER_REASONS:
+            raise ConfigError(f"reason must be one of {DEAD_LETTER_REASONS}. Received: reason={self.reason!r}")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
+
+    @staticmethod
+    def from_json(text: str) -> "DeadLetter":
+        return DeadLetter(**json.loads(text))
+
+
+def preview(value, limit: int = 120) -> str:
+    """The start of ``value`` as text, for a dead letter (bytes as their repr)."""
+    text = repr(bytes(value[:limit])) if isinstance(value, (bytes, bytearray, memoryview)) else repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

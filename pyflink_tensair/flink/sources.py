@@ -117,3 +117,16 @@ def _paced_process(paced: PacedBatches):
             yield paced(value)
 
     return PacedProcess()
+
+
+def with_dead_letters(env, batches, letters, *, name: str = "tensair"):
+    """``batches`` with ``letters`` (:class:`~pyflink_tensair.DeadLetter` s found before the job,
+    e.g. a corpus's lines that are not UTF-8) joined in, so that ``train()`` reports and counts
+    them with the rest (they take no replica's turn); ``batches`` itself when there are none."""
+    if not letters:
+        return batches
+    from . import types
+
+    found = env.from_collection([wire.encode_dead_letter(letter) for letter in letters], type_info=types.bytes_type())
+    return batches.union(found.name(f"{name}: dead letters found before the job").uid(f"{name}-dead-letters-before"))
+

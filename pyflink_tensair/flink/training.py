@@ -10,6 +10,7 @@ plumbing is :class:`~.loop.FeedbackLoop`'s)::
           ▲ in-JVM queue, subtask i ◄─ subtask i                      ├─► models (side output, final weights)
           └──────────── feedback sink (N) ◄───────────────────────────┘   ├─► probes (side output, JSON)
                                                                               ├─► mode changes (side output, JSON)
+                                                                              ├─► dead letters (side output, JSON)
                                                                               feedback (side output)
 
 Only the replicas run Python (see :mod:`.loop` for the Java plumbing); the side outputs are the
@@ -46,6 +47,10 @@ class TrainOutput:
         mode_changes: JSON strings, one per change of a replica in ``mode="auto"`` between
             training and serving: converged, its own drift (with the detector's statistics), or
             a peer's (:class:`~pyflink_tensair.core.events.ModeChange`); empty in the other modes.
+        dead_letters: JSON strings, one per input set aside instead of trained on: a bad record
+            (from :func:`~pyflink_tensair.to_batches`), batch or corpus line, or a refused peer
+            message, with the reason and the position (:class:`~pyflink_tensair.DeadLetter`;
+            ``TrainConfig.guards``).
         loop_id: identifies this job's feedback channel.
         model: the ``model`` argument ``train`` got (to rebuild the trained models).
 
@@ -60,6 +65,7 @@ class TrainOutput:
     loop_id: str
     model: object = None
     mode_changes: object = None
+    dead_letters: object = None
 
     def collect_keras_models(self) -> list:
         """Runs the job and returns each replica's trained ``keras.Model``, replica ``r`` at
@@ -139,5 +145,6 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
     models = loop.side_output(replicas, types.models_tag(config.name))
     probes = loop.side_output(replicas, types.probes_tag(config.name))
     mode_changes = loop.side_output(replicas, types.mode_changes_tag(config.name))
+    dead_letters = loop.side_output(replicas, types.dead_letters_tag(config.name))
     return TrainOutput(predictions=replicas, metrics=metrics, models=models, probes=probes, loop_id=loop.loop_id,
-                       model=model, mode_changes=mode_changes)
+                       model=model, mode_changes=mode_changes, dead_letters=dead_letters)

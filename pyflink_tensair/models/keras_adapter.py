@@ -38,7 +38,8 @@ import tensorflow as tf  # noqa: E402
 from ..core.messages import Batch, Gradients, SparseGradient  # noqa: E402
 from ..core.model_api import StepResult  # noqa: E402
 from ..config import SPARSE_VALUES  # noqa: E402
-from ..errors import ModelError  # noqa: E402
+from ..core.guards import BatchSpec  # noqa: E402
+from ..errors import BatchRejectedError, ModelError  # noqa: E402
 
 FUSED_STEP_VARIABLE = "PYFLINK_TENSAIR_FUSED_STEP"
 """Set to ``0`` in the job's environment, adapters offer no ``train_step`` and replicas compute,
@@ -179,7 +180,7 @@ class KerasModelAdapter:
                 out.append((rows, values if self._sparse_dtype is None else tf.cast(values, self._sparse_dtype)))
             else:
                 out.append(grad)
-        return loss, y_pred, self._accuracy(y, y_pred), out
+        return loss, y_pred, self._accuracy(y, y_pred), out, tf.logical_and(tf.math.is_finite(loss), _all_finite(out))
 
     def _eval(self, x, y):
         y_pred = self.model(x, training=False)
@@ -204,11 +205,18 @@ class KerasModelAdapter:
 
     def _train(self, x, y):
         """``_step`` then ``_apply`` of its gradient, as a peer would decode it (the same rows,
-        the same half floats), in one graph: bit for bit what the two calls do."""
-        loss, y_pred, accuracy, grads = self._step(x, y)
-        self._apply([tf.IndexedSlices(g[1], g[0], tf.constant(shape, tf.int64)) if isinstance(g, tuple) else g
-                     for g, shape in zip(grads, self._shapes)])
-        return loss, y_pred, accuracy, grads
+        the same half floats), in one graph: bit for bit what the two calls do. A gradient that
+        is not finite, or whose loss is not, is not applied (the optimizer's slots and step count
+        stay as they were: an infinite loss's huge gradient would overflow Adam's moments)."""
+        loss, y_pred, accuracy, grads, finite = self._step(x, y)
+
+        def apply():
+            self._apply([tf.IndexedSlices(g[1], g[0], tf.constant(shape, tf.int64)) if isinstance(g, tuple) else g
+                         for g, shape in zip(grads, self._shapes)])
+            return tf.constant(True)
+
+        tf.cond(finite, apply, lambda: tf.constant(False))
+        return loss, y_pred, accuracy, grads, finite
 
     # ---------------------------------------------------------------- TrainableModel
 
@@ -228,7 +236,8 @@ class KerasModelAdapter:
     def _result(self, function, batch: Batch, return_gradients: bool) -> StepResult:
         if batch.y is None:
             raise ModelError("a batch to train on needs labels 'y'")
-        loss, y_pred, acc, grads = function(*self._inputs(batch))
+        with _refusals():
+            loss, y_pred, acc, grads, finite = function(*self._inputs(batch))
         gradients: Optional[Gradients] = None
         if return_gradients:
             gradients = {}
@@ -237,10 +246,28 @@ class KerasModelAdapter:
                     gradients[name] = SparseGradient(grad[0].numpy(), grad[1].numpy(), shape)
                 else:
                     gradients[name] = grad.numpy()
-        return StepResult(predictions=y_pred.numpy(), loss=float(loss), accuracy=_maybe(acc), gradients=gradients)
+        return StepResult(predictions=y_pred.numpy(), loss=float(loss), accuracy=_maybe(acc), gradients=gradients,
+                          finite=bool(finite))
+
+    def batch_spec(self) -> BatchSpec:
+        """The inputs the model takes (shape after the batch axis, integer or not) and, for a
+        sparse categorical loss, its number of classes: what a replica checks batches against."""
+        struct = getattr(self.model, "_inputs_struct", None)
+        named = struct.items() if isinstance(struct, dict) else [(None, t) for t in self.model.inputs[:1]]
+        if not isinstance(struct, dict) and len(self.model.inputs) != 1:
+            named = [(t.name, t) for t in self.model.inputs]
+        inputs = {name: tuple(t.shape[1:]) for name, t in named}
+        integer = frozenset(name for name, t in named if np.dtype(t.dtype).kind in "iu")
+        loss = self.model.loss
+        loss_name = getattr(getattr(loss, "fn", None), "__name__", None) or getattr(loss, "name", None) or str(loss)
+        outputs = self.model.outputs
+        classes = (int(outputs[0].shape[-1]) if "sparse_categorical" in str(loss_name) and len(outputs) == 1
+                   and outputs[0].shape[-1] else None)
+        return BatchSpec(inputs=inputs, integer_inputs=integer, classes=classes)
 
     def evaluate(self, batch: Batch) -> StepResult:
-        loss, y_pred, acc = self._eval_fn(*self._inputs(batch))
+        with _refusals():
+            loss, y_pred, acc = self._eval_fn(*self._inputs(batch))
         return StepResult(predictions=y_pred.numpy(), loss=_maybe(loss), accuracy=_maybe(acc))
 
     def apply_gradients(self, gradients: Gradients) -> None:
@@ -298,6 +325,24 @@ class KerasModelAdapter:
             if variables is None or int(index) >= len(variables):
                 raise ModelError(f"state entry {key!r} does not fit this model")
             variables[int(index)].assign(value)
+
+
+def _all_finite(grads) -> tf.Tensor:
+    """Whether every gradient value is finite: one reduction per tensor, inside the step."""
+    checks = [tf.reduce_all(tf.math.is_finite(g[1] if isinstance(g, tuple) else g)) for g in grads]
+    return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
+
+
+@contextlib.contextmanager
+def _refusals():
+    """A batch TensorFlow refuses inside a step (an index outside an embedding table, a shape
+    the checks did not see) is the batch's fault, not the job's: BatchRejectedError."""
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as err:
+        lines = [line.strip() for line in str(err.message).splitlines() if line.strip()]
+        said = [line for line in lines if not line.startswith(("[[", "File ", "Graph execution", "Detected at"))]
+        raise BatchRejectedError((said[-1] if said else lines[0] if lines else "rejected")[:300]) from None
 
 
 def _maybe(value) -> Optional[float]:

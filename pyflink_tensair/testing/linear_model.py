@@ -14,6 +14,7 @@ from typing import Dict, List
 
 import numpy as np
 
+from ..core.guards import BatchSpec
 from ..core.messages import Batch, Gradients
 from ..core.model_api import StepResult
 
@@ -31,6 +32,10 @@ class LinearModel:
         self.momentum = momentum
         self.weights = {"w": rng.normal(0.0, 0.1, size=features), "b": np.zeros(1)}
         self.velocity = {k: np.zeros_like(v) for k, v in self.weights.items()}
+
+    def batch_spec(self) -> BatchSpec:
+        """Rows of ``features`` numbers; any numeric label (a regression)."""
+        return BatchSpec(inputs={None: tuple(self.weights["w"].shape)})
 
     def _forward(self, batch: Batch) -> np.ndarray:
         return np.asarray(batch.x, np.float64) @ self.weights["w"] + self.weights["b"][0]

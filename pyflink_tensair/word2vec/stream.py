@@ -54,7 +54,8 @@ class CorpusBatches:
         self._load()
 
     def _load(self) -> None:
-        lines = list(read_corpus(self.corpus))
+        self.bad_lines = []  # lines that are not UTF-8: set aside (DeadLetters), not trained on
+        lines = list(read_corpus(self.corpus, self.bad_lines))
         vocabulary = Vocabulary.build((w for line in lines for w in tokenize(line)), max_size=self.vocab_size)
         if len(vocabulary) < 2:
             raise DataError(f"the corpus {self.corpus!r} has {len(vocabulary)} distinct word(s); word2vec needs more")
@@ -87,7 +88,7 @@ class CorpusBatches:
 
     def __getstate__(self):
         state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("vocabulary", "encoded", "skipgrams", "batches_per_pass", "_starts")}
+                 if k not in ("vocabulary", "encoded", "skipgrams", "batches_per_pass", "_starts", "bad_lines")}
         state["_loaded"] = False
         return state
 
@@ -96,7 +97,7 @@ class CorpusBatches:
 
     def __getattr__(self, name):
         # a copy that crossed a process boundary loads the corpus when first used
-        if name in ("vocabulary", "encoded", "skipgrams", "batches_per_pass", "_starts") and not self.__dict__.get("_loading"):
+        if name in ("vocabulary", "encoded", "skipgrams", "batches_per_pass", "_starts", "bad_lines") and not self.__dict__.get("_loading"):
             self.__dict__["_loading"] = True
             try:
                 self._load()

@@ -25,6 +25,7 @@ public final class Keying {
 
     static final int KIND_OFFSET = FeedbackSource.KIND_OFFSET;
     static final byte KIND_BATCH = 1;
+    static final byte KIND_DEAD_LETTER = 10;
     static final byte[] MAGIC = {'T', 'S', 'N', 'R'};
 
     private Keying() {}
@@ -67,13 +68,18 @@ public final class Keying {
 
         @Override
         public Row map(byte[] record) {
-            if (isTensairRecord(record) && record[KIND_OFFSET] != KIND_BATCH) {
+            boolean tensair = isTensairRecord(record);
+            if (tensair && record[KIND_OFFSET] != KIND_BATCH && record[KIND_OFFSET] != KIND_DEAD_LETTER) {
                 throw new IllegalArgumentException("the batch stream carried a pyflink_tensair record of kind "
                         + record[KIND_OFFSET] + ", not a mini-batch (kind " + KIND_BATCH + ")");
             }
-            // Anything else goes on: the replica decodes it and fails with a WireFormatError.
             Row row = Row.of(keys[next], record);
-            next = (next + 1) % keys.length;
+            // A dead letter, or bytes that are no record at all, go to the replica whose turn it is
+            // (which reports them) without taking the turn: the batches are dealt as if they were
+            // not there. Anything else with our prefix is a batch; the replica checks the rest.
+            if (tensair && record[KIND_OFFSET] == KIND_BATCH) {
+                next = (next + 1) % keys.length;
+            }
             return row;
         }
     }
