@@ -102,7 +102,7 @@ def main(argv=None):
     config = flags.config_from_args(args, name="images",
                                     buffer_capacity=flags.held_batches_capacity(args, total, batch_bytes))
     output = train(batch_source(env, total, stream, rate=args.rate, name="images",
-                                execution=args.replica_execution), model=model, config=config)
+                                execution=args.replica_execution), model=model, config=config, sample=stream(0))
     labels = (output.predictions.map(types.predicted_labels_json, output_type=Types.STRING())
               .name("images: predicted labels").uid("images-predicted-labels").set_parallelism(config.replicas))
     return run_job(env, output, args, job_name="image_classification", config=config, total_batches=total,

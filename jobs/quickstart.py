@@ -42,7 +42,9 @@ def main(argv=None):
     capacity = flags.held_batches_capacity(args, args.batches, batch_bytes=args.batch_size * (FEATURES + 2) * 4)
     config = flags.config_from_args(args, name="quickstart", buffer_capacity=capacity)
     model = functools.partial(zoo.quickstart_classifier, features=FEATURES, classes=CLASSES)
-    output = train(build_batches(env, args), model=model, config=config)
+    output = train(build_batches(env, args), model=model, config=config,
+                   sample=teacher_classification_batch(0, batch_size=args.batch_size, features=FEATURES,
+                                                       classes=CLASSES, seed=args.seed))
     holdout = [teacher_classification_batch(HOLDOUT_START + i, batch_size=256, features=FEATURES,
                                                  classes=CLASSES, seed=args.seed) for i in range(16)]
     return run_job(env, output, args, job_name="quickstart", config=config, total_batches=args.batches,

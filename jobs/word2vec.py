@@ -174,7 +174,7 @@ def main(argv=None):
         print(f"corpus: {len(corpus.bad_lines)} line(s) are not UTF-8 and are set aside (the first: {first.detail})")
     batches = batch_source(env, total, corpus, rate=args.rate, name="word2vec", execution=args.replica_execution)
     output = train(with_dead_letters(env, batches, corpus.bad_lines, name="word2vec"), model=model, config=config,
-                   probe=probe, probe_every_s=args.probe_every)
+                   probe=probe, probe_every_s=args.probe_every, sample=corpus(0))
     outdir = os.path.abspath(args.outdir or flags.default_outdir("word2vec"))
     args.outdir = outdir
     return run_job(env, output, args, job_name="word2vec", config=config, total_batches=total,

@@ -229,3 +229,15 @@ def test_a_keras_replica_sets_aside_what_its_model_refuses_and_goes_on():
     good = dataclasses.replace(bad, x={"target": np.array([1, 7], np.int32), "context": np.zeros((2, 5), np.int32)})
     replica.on_batch(good)
     assert (replica.local_step, replica.dead_letters) == (1, 1)
+
+
+def test_train_refuses_a_sample_batch_the_model_does_not_fit_before_the_job_starts():
+    from pyflink_tensair.flink.training import check_sample
+
+    model = load_model(functools.partial(zoo.quickstart_classifier, features=20, classes=4))
+    config = TrainConfig()
+    check_sample(model, Batch(np.zeros((8, 20), np.float32), np.arange(8) % 4), config)
+    with pytest.raises(ModelError, match=r"label_out_of_range.*classes 0 \.\. 3 of the model; found 0 \.\. 7"):
+        check_sample(model, Batch(np.zeros((8, 20), np.float32), np.arange(8) % 10), config)
+    with pytest.raises(ModelError, match=r"wrong_shape.*rows of shape \(8, 8, 1\); the model takes \(20,\)"):
+        check_sample(model, Batch(np.zeros((8, 8, 8, 1), np.float32), np.zeros(8, np.int64)), config)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..config import TrainConfig, as_train_config
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelError
 from . import types
 from .checkpointing import replica_operator
 from .functions import ReplicaFunction
@@ -76,8 +76,24 @@ class TrainOutput:
             return keras_models(records, self.model)
 
 
+def check_sample(keras_model, sample, config: TrainConfig) -> None:
+    """Raises ``ModelError`` when ``sample`` (a Batch) is not a batch ``keras_model`` can take."""
+    from ..config import Mode
+    from ..core.guards import check_batch
+    from ..core.messages import Batch
+    from ..models.keras_adapter import KerasModelAdapter
+
+    if not isinstance(sample, Batch):
+        raise ConfigError(f"sample must be a Batch. Received: sample={type(sample).__name__}")
+    refusal = check_batch(sample, KerasModelAdapter(keras_model).batch_spec(), needs_labels=config.mode is not Mode.SERVE,
+                          max_bytes=config.guards.max_batch_bytes)
+    if refusal is not None:
+        raise ModelError(f"the model does not fit the data ({refusal.reason}): {refusal.detail}. Build or load a model "
+                         "for these batches, or pass batches that fit it")
+
+
 def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: bool = True,
-          probe: Optional[Callable] = None, probe_every_s: float = 5.0) -> TrainOutput:
+          probe: Optional[Callable] = None, probe_every_s: float = 5.0, sample=None) -> TrainOutput:
     """Trains ``config.replicas`` replicas of ``model`` on ``batches`` inside their Flink job.
 
     Args:
@@ -88,7 +104,10 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
             saved ``.keras`` model to continue training.
         config: :class:`~pyflink_tensair.TrainConfig`.
         check_model: build the model once here, so a broken builder fails before the job starts
-            (and run ``probe`` on it, so a broken probe does too).
+            (and run ``probe`` on it, so a broken probe does too, and check ``sample``).
+        sample: optional, one :class:`~pyflink_tensair.Batch` like the stream's (e.g. the first):
+            a model whose inputs, dtypes or classes do not fit it fails here with a
+            ``ModelError``, instead of every batch becoming a dead letter in the job.
         probe: optional ``probe(keras_model) -> JSON-able`` that replica 0 runs on its model every
             ``probe_every_s`` seconds and once on its final model (e.g. nearest neighbours of a few
             words). Shipped like ``model``. Errors it raises at run time are reported in the
@@ -127,6 +146,8 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
         raise ConfigError(f"probe_every_s must be > 0. Received: probe_every_s={probe_every_s!r}")
     if check_model:
         built = load_model(model, seed=config.seed)
+        if sample is not None:
+            check_sample(built, sample, config)
         if probe is not None:
             try:
                 json.dumps(probe(built), default=float)
