@@ -99,7 +99,7 @@ def _bad_batch(kind: str, index: int) -> bytes:
 
 BAD_BATCHES = ["wrong_shape", "non_finite features", "non_finite labels", "missing labels", "empty",
                "oversized (1.4 MB > 1 MiB)", "label_out_of_range"]
-OVERFLOW = "features finite but near float32's limit (gradient overflows)"
+OVERFLOW = "features finite but near float32's limit (the loss overflows)"
 
 
 def _batches_stream_item(index, *, good: int):
