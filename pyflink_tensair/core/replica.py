@@ -169,6 +169,8 @@ class Replica:
         self.input_ended = False
         self.done_sent = False
         self.finished = False
+        self.pressure_at = max(1, buffer_capacity // 4)
+        self.saturated = False  # see _drain
         # observability only
         self.model_busy_s = 0.0  # seconds spent inside the model (gradients, updates, predictions)
         self.last_drift: Optional[ModeChange] = None  # this replica's own last drift (AUTO), for the gauges
@@ -626,6 +628,9 @@ class Replica:
             self.done_sent = True
             if self.synchronous:
                 self._complete_sync_steps()
+        # a quarter of the buffer held while the bound stops this replica: a host that can slow the
+        # batches down should (flink.credit); at a full buffer the oldest batch trains beyond the bound
+        self.saturated = len(self._held) >= self.pressure_at and self.training and self._blocked()
         if self.done_sent and not self.finished and self._all_peers_done():
             self.finished = True
             out.append(self._metrics("final", None))

@@ -23,7 +23,7 @@ from ..core.messages import DeadLetter, RefusedMessage, preview
 from ..core.replica import Replica
 from ..core.trainer import InlineTrainer, TrainerThread
 from ..errors import ProtocolError, WireFormatError
-from . import types
+from . import credit, types
 from .checkpointing import ChunkedState, ValueStates
 
 END_OF_TIME = 2 ** 63 - 1  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
@@ -104,6 +104,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._register_gauges(runtime_context.get_metrics_group().add_group("tensair"))
 
     def close(self):
+        if getattr(self, "_replica", None) is not None:
+            credit.report(self._config.name, self._replica.id, False)
         if getattr(self, "_trainer", None) is not None:
             self._trainer.close()
 
@@ -240,6 +242,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         if self._input_ended:
             self._trainer.wait_idle()
         yield from self._emit(self._trainer.take())
+        credit.report(self._config.name, self._replica.id, self._replica.saturated and not self._input_ended)
         if self._trainer.busy and self._flush_timer is None:
             timers = ctx.timer_service()
             wait_ms = max(1, int(self._trainer.expected_remaining_s() * 1000) + 1)
