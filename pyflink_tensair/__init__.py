@@ -26,7 +26,7 @@ _NAMES = {
     "Batch": ".core.messages", "DeadLetter": ".core.messages", "decode_dead_letter": ".core.wire", "encode_batch": ".core.wire", "decode_batch": ".core.wire",
     "simulate": ".core.simulation", "SimulationResult": ".core.simulation",
     "ConfigError": ".errors", "DataError": ".errors", "DataNotFoundError": ".errors",
-    "JavaToolchainError": ".errors", "ModelError": ".errors", "ProtocolError": ".errors", "TensairError": ".errors",
+    "JavaToolchainError": ".errors", "ClusterError": ".errors", "ModelError": ".errors", "ProtocolError": ".errors", "TensairError": ".errors",
     "WireFormatError": ".errors", "BadInputError": ".errors",
     "train": ".flink.training", "TrainOutput": ".flink.training", "to_batches": ".flink.batching",
     "batch_source": ".flink.sources", "keras_model": ".flink.results", "keras_models": ".flink.results",

@@ -27,6 +27,7 @@ import urllib.request
 from typing import Dict, Iterable, List
 
 from .config import LatencySettings
+from .errors import ClusterError, TensairError
 
 DEFAULT_DIR = ".flink"
 LOCALHOST = "127.0.0.1"
@@ -169,6 +170,14 @@ def _the_running_job(folder: str) -> str:
         raise RuntimeError(f"{len(running)} jobs are running on the cluster in {folder} ({', '.join(running) or 'none'}): "
                            "name one with --job JOBID")
     return running[0]
+
+
+def require_running(folder: str) -> None:
+    """Raises ClusterError unless ``folder`` holds a cluster this module started and still runs:
+    ``flink run`` against nothing fails with a logging error that says nothing of the cause."""
+    if not os.path.exists(os.path.join(folder, "conf", "config.yaml")) or not any(map(_alive, recorded_pids(folder))):
+        raise ClusterError(f"no running cluster in {folder!r}: start one with 'python -m pyflink_tensair.cluster start "
+                           f"--dir {folder}' (or pass the --dir of the one you started)")
 
 
 def recorded_pids(folder: str) -> List[int]:
@@ -335,6 +344,7 @@ def submit(folder: str, script_args: List[str], *, detached: bool = False, timeo
     """``flink run -py`` a job on the cluster with this interpreter; returns the finished process.
     ``savepoint``: start from this savepoint (or retained checkpoint) instead of from scratch."""
     folder = os.path.abspath(folder)
+    require_running(folder)
     command = [os.path.join(flink_home(), "bin", "flink"), "run", *(["-d"] if detached else []),
                *(["-s", savepoint] if savepoint else []),
                "-pyclientexec", sys.executable, "-pyexec", sys.executable, "-py", *script_args]
@@ -421,6 +431,14 @@ def main(argv=None) -> int:
     for p in (p_start, p_stop, p_submit, p_kill, p_add, p_save, p_halt, p_resume):
         p.add_argument("--dir", default=DEFAULT_DIR, help=f"the cluster's folder (default: {DEFAULT_DIR})")
     args = parser.parse_args(argv)
+    try:
+        return _run_command(args)
+    except TensairError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _run_command(args) -> int:
     if args.command == "start":
         url = start(args.dir, taskmanagers=args.taskmanagers, slots=args.slots, rest_port=args.rest_port,
                     rpc_port=args.rpc_port)

@@ -52,5 +52,9 @@ class DataNotFoundError(DataError, FileNotFoundError):
     """A data set's file or folder does not exist or holds none of the files expected."""
 
 
+class ClusterError(TensairError, RuntimeError):
+    """The standalone cluster a command needs is not there (not started, or stopped)."""
+
+
 class JavaToolchainError(TensairError, RuntimeError):
     """The Java feedback channel cannot be compiled (no JDK, or no pyflink jars)."""

@@ -74,3 +74,12 @@ def test_a_savepoint_that_fails_otherwise_or_after_the_job_ended_says_why(monkey
     with pytest.raises(RuntimeError, match="task is closing"):
         cluster.savepoint("dir", "/sp", job_id="j")
     assert rest.triggers == 1
+
+
+def test_submitting_to_a_folder_without_a_running_cluster_says_how_to_start_one(tmp_path, capsys):
+    from pyflink_tensair import ClusterError, cluster
+
+    with pytest.raises(ClusterError, match="no running cluster in .*: start one with 'python -m pyflink_tensair.cluster start"):
+        cluster.submit(str(tmp_path), ["jobs/quickstart.py"])
+    assert cluster.main(["submit", "--dir", str(tmp_path), "jobs/quickstart.py"]) == 2
+    assert "error: no running cluster in" in capsys.readouterr().err
