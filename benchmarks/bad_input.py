@@ -21,7 +21,7 @@ replicas) and one in-process run of the loop's receiving end:
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import functools
 import glob
 import json
 import os
@@ -165,7 +165,6 @@ def records_jobs(workdir: str, good: int, replicas: int) -> dict:
     from pyflink_tensair.flink import types
     from pyflink_tensair.flink.sources import number_sequence
     from pyflink_tensair.testing import max_weight_diff
-    import functools
 
     copies = _PARAMS["copies"]
 
@@ -203,7 +202,6 @@ def records_jobs(workdir: str, good: int, replicas: int) -> dict:
 
 def batches_job(workdir: str, good: int, replicas: int) -> dict:
     """Job 2: bad batches and overflowing gradients among good batches, synchronous replicas."""
-    import functools
 
     from pyflink_tensair import Guards, TrainConfig
     from pyflink_tensair.flink import types
@@ -233,17 +231,15 @@ def messages_run(copies: int) -> dict:
     decodes them (undecodable bytes become a RefusedMessage)."""
     from pyflink_tensair import Guards
     from pyflink_tensair.core import wire
-    from pyflink_tensair.core.messages import GradientMessage, RefusedMessage, SparseGradient
+    from pyflink_tensair.core.messages import Batch, DoneMessage, GradientMessage, RefusedMessage, SparseGradient
     from pyflink_tensair.core.replica import Replica
-    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
-    import functools
     from pyflink_tensair.models import zoo
+    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
 
     build = functools.partial(zoo.embedding_classifier, vocabulary=100, dim=8, length=4, classes=2)
     sender = KerasModelAdapter(load_model(build, seed=0))
     receiver = Replica(0, 2, KerasModelAdapter(load_model(build, seed=0)), staleness_bound=1,
                        guards=Guards(max_gradient_norm=100.0))
-    from pyflink_tensair.core.messages import Batch
 
     rng = np.random.default_rng(0)
     batch = Batch(rng.integers(0, 100, size=(16, 4)).astype(np.int32), rng.integers(0, 2, size=16))
@@ -290,8 +286,6 @@ def messages_run(copies: int) -> dict:
             events = receiver.on_gradient(decoded)
             sent[kind] += 1
             sent[kind, "letters"] += sum(1 for e in events if type(e).__name__ == "DeadLetter")
-    from pyflink_tensair.core.messages import DoneMessage
-
     receiver.on_input_end()
     receiver.on_gradient(DoneMessage(1, step, (0, 0)))
     return {"sent": {k: sent[k] for k in poisons}, "letters": {k: sent[k, "letters"] for k in poisons},

@@ -115,7 +115,7 @@ def gradient_norm(gradients: Gradients) -> float:
     for grad in gradients.values():
         values = grad.values if isinstance(grad, SparseGradient) else grad
         flat = np.ravel(values)
-        if flat.dtype.kind != "f":
+        if flat.dtype not in (np.float32, np.float64):  # half-float rows, ints: BLAS needs float32
             flat = flat.astype(np.float32)
         square = float(np.dot(flat, flat))
         if not math.isfinite(square):

@@ -518,7 +518,10 @@ class Replica:
             # peers vet the gradient as it is sent; this replica vets its own contribution alike
             # (the same check on the same values), and a step the model found not finite too
             message = GradientMessage(self.id, self.local_step, self.local_step, result.gradients)
-            refusal, vetted = self._admit(message)
+            if result.finite and self.guards.max_gradient_norm is None:  # nothing a peer could refuse
+                refusal, vetted = None, message
+            else:
+                refusal, vetted = self._admit(message)
             if refusal is None and not self._own_gradient_finite(result, False):
                 refusal = check_norm(float("nan"), None)
             if refusal is not None:  # a zero in its place, here and (sent as such) at every peer

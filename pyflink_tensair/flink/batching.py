@@ -70,13 +70,13 @@ class _Batcher(KeyedProcessFunction):
         if not self._timer_registered:
             ctx.timer_service().register_event_time_timer(END_OF_TIME)
             self._timer_registered = True
+        dead_letter = None
         if self._collate is collate_pairs:
             value, dead_letter = self._checked(value)
-            if dead_letter is not None:
-                self._seen += 1
-                yield dead_letter
-                return
         self._seen += 1
+        if dead_letter is not None:
+            yield dead_letter
+            return
         self._buffer.append(value)
         if len(self._buffer) >= self._batch_size:
             yield self._flush()

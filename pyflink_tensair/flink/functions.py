@@ -87,6 +87,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._mode_changes_tag = types.mode_changes_tag(cfg.name)
         self._dead_letters_tag = types.dead_letters_tag(cfg.name)
         self._inputs = 0  # records on input 1: the position of bytes that carry no batch id
+        self._reported_saturated = False  # what flink.credit last heard from this replica
         self._next_probe = time.time() + self._probe_every_s
         self._exporter = (ModelExporter(cfg.export_dir, cfg.export_every_s)
                           if cfg.export_every_s is not None and index == 0 else None)
@@ -242,7 +243,10 @@ class ReplicaFunction(KeyedCoProcessFunction):
         if self._input_ended:
             self._trainer.wait_idle()
         yield from self._emit(self._trainer.take())
-        credit.report(self._config.name, self._replica.id, self._replica.saturated and not self._input_ended)
+        saturated = self._replica.saturated and not self._input_ended
+        if saturated != self._reported_saturated:
+            credit.report(self._config.name, self._replica.id, saturated)
+            self._reported_saturated = saturated
         if self._trainer.busy and self._flush_timer is None:
             timers = ctx.timer_service()
             wait_ms = max(1, int(self._trainer.expected_remaining_s() * 1000) + 1)

@@ -30,15 +30,10 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 
 from ..core import wire
+from ..core.events import decode_final_model
 from ..core.messages import (Batch, DeadLetter, DoneMessage, GradientMessage, ModeMessage, SparseGradient,
                              WeightsMessage)
 from ..errors import WireFormatError
-
-
-def _decode_final_model(data):
-    from ..core.events import decode_final_model
-
-    return decode_final_model(data)
 
 
 DECODERS: Dict[str, Callable] = {
@@ -47,7 +42,7 @@ DECODERS: Dict[str, Callable] = {
     "decode_message": wire.decode_message,
     "decode_tensors": wire.decode_tensors,
     "decode_dead_letter": wire.decode_dead_letter,
-    "decode_final_model": _decode_final_model,
+    "decode_final_model": decode_final_model,
     "peek_kind": wire.peek_kind,
     "message_origin": wire.message_origin,
 }
