@@ -336,6 +336,12 @@ class TrainConfig:
         buffer_capacity: mini-batches a replica holds while the staleness bound stops it. When
             the buffer is full the oldest held batch is trained at once, beyond the bound, and
             counted in the ``bound_overflows`` metric: no batch is ever dropped.
+        backpressure: hold the batch stream back while a replica is saturated (a quarter of its
+            buffer held while the bound stops it), so that the bound holds when the source
+            outruns the replicas: a gate before the router waits (at most 250 ms from when a replica became
+            saturated) and
+            Flink's backpressure carries on to the source. Replicas report their saturation
+            through Flink, so this works across TaskManagers and for any source.
         mode: :class:`Mode` of the replicas: ``"train"`` (``"always"``), ``"serve"``
             (``"never"``) or ``"auto"`` (not with ``staleness_bound=0``).
         auto: :class:`AutoSettings` of ``Mode.AUTO``.
@@ -386,6 +392,7 @@ class TrainConfig:
     staleness_bound: Optional[int] = DEFAULT_STALENESS_BOUND
     broadcast_every: int = 1
     buffer_capacity: int = 256
+    backpressure: bool = True
     mode: Mode = Mode.TRAIN
     auto: AutoSettings = field(default_factory=AutoSettings)
     peer_updates: PeerUpdates = field(default_factory=PeerUpdates)
@@ -421,6 +428,8 @@ class TrainConfig:
                 f"every step). Received: broadcast_every={self.broadcast_every!r}"
             )
         _require_int("buffer_capacity", self.buffer_capacity, 1)
+        if not isinstance(self.backpressure, bool):
+            raise ConfigError(f"backpressure must be True or False. Received: backpressure={self.backpressure!r}")
         _require_int("seed", self.seed, 0)
         if self.tf_intra_op_threads is not None:
             _require_int("tf_intra_op_threads", self.tf_intra_op_threads, 1)

@@ -63,6 +63,41 @@ def test_quickstart_with_flink_run_on_two_taskmanagers(flink_cluster, tmp_path):
     assert len({s["taskmanager-id"] for s in subtasks}) == 2, "one replica on each TaskManager"
 
 
+def test_the_credit_gate_holds_the_batches_back_across_taskmanagers(flink_cluster, tmp_path):
+    """Issue 13: an unpaced source and a small held-batch buffer. One replica shares no JVM with
+    the gate; its saturation reports reach the gate through Flink's network."""
+    url = cluster.rest_url(flink_cluster)
+
+    def run(flag):
+        summary_path = tmp_path / f"{flag}.json"
+        result = cluster.submit(flink_cluster, [QUICKSTART, "--replicas", "2", "--batches", "1500", "--batch-size", "1024",
+                                                "--buffer-capacity", "128", "--checkpoint-interval", "0", flag,
+                                                "--summary", str(summary_path), "--outdir", str(tmp_path / flag)],
+                                timeout=600)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        summary = json.loads(summary_path.read_text())
+        assert summary["batches"] == 1500 and summary["finished_replicas"] == [0, 1]
+        job = cluster.rest_get(f"{url}/jobs/{_job_id(result.stdout)}")
+        where = {v["name"]: {s["taskmanager-id"] for s in cluster.rest_get(
+            f"{url}/jobs/{job['jid']}/vertices/{v['id']}")["subtasks"]} for v in job["vertices"]}
+
+        def on(operator):  # the TaskManagers of the vertex that runs ``operator`` (chained or not)
+            return next(tms for name, tms in where.items() if operator in name)
+
+        assert len(on("quickstart: replicas")) == 2, where  # one replica on each TaskManager
+        return summary, on
+
+    without, _ = run("--no-backpressure")
+    with_, on = run("--backpressure")
+    gate = on("hold batches while a replica is saturated")
+    assert gate == on("credit receiver") and len(gate) == 1
+    print(f"bound overflows of 1500 batches across two TaskManagers: {without['bound_overflows']} without the "
+          f"credit gate (largest staleness {without['max_staleness']}), {with_['bound_overflows']} with it "
+          f"({with_['max_staleness']})")
+    assert with_["bound_overflows"] < 0.2 * without["bound_overflows"], (with_, without)
+    assert with_["max_staleness"] < without["max_staleness"]
+
+
 def _replicas_vertex(url: str, job_id: str):
     """The job's REST description and its replicas' vertex."""
     job = cluster.rest_get(f"{url}/jobs/{job_id}")

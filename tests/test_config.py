@@ -20,6 +20,7 @@ def test_defaults_are_valid_and_frozen():
     ({"broadcast_every": 0}, "broadcast_every must be an int >= 1. Received: broadcast_every=0"),
     ({"staleness_bound": 0, "broadcast_every": 2}, "broadcast_every must be 1 when staleness_bound=0"),
     ({"buffer_capacity": 0}, "buffer_capacity must be an int >= 1. Received: buffer_capacity=0"),
+    ({"backpressure": "yes"}, "backpressure must be True or False. Received: backpressure='yes'"),
     ({"mode": "learn"}, "mode must be one of 'train', 'serve', 'auto'. Received: mode='learn'"),
     ({"workers": "thread"}, "workers must be one of 'process', 'loopback'. Received: workers='thread'"),
     ({"replica_execution": "embedded"},

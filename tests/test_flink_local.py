@@ -207,22 +207,25 @@ def test_bad_records_are_set_aside_and_the_synchronous_model_equals_the_clean_ru
             np.testing.assert_array_equal(mixed.models[r].weights[name], value)
 
 
-def test_the_bound_holds_when_the_source_outruns_the_replicas(tmp_path):
-    """Issue 13: an unpaced source. Saturated replicas make the batch source wait (flink.credit)
-    instead of training beyond the bound once their buffer is full."""
+def test_the_bound_holds_when_the_source_outruns_the_replicas(tmp_path, execution="thread"):
+    """Issue 13: an unpaced source. Saturated replicas report through Flink to the credit gate,
+    which holds the batches back, instead of training beyond the bound once their buffer is full.
+    (Across TaskManagers: test_cluster.py. With execution="process", 620 overflows against 11.)"""
     from pyflink_tensair import batch_source
 
     from flink_harness import large_teacher_batch
 
     def overflows(backpressure):
-        config = TrainConfig(replicas=2, staleness_bound=1, buffer_capacity=128, name=f"outrun{int(backpressure)}")
+        config = TrainConfig(replicas=2, staleness_bound=1, buffer_capacity=128, backpressure=backpressure,
+                             replica_execution=execution, name=f"outrun{int(backpressure)}")
         result = run_training(tmp_path / str(backpressure), 0, config, stream=lambda env: batch_source(
-            env, 1500, large_teacher_batch, name="outrun", execution="thread", backpressure=backpressure))
+            env, 1500, large_teacher_batch, name="outrun", execution=execution))
         finals = [m for m in result.metrics if m.phase == "final"]
         assert sum(m.local_step for m in finals) == 1500
         return sum(m.bound_overflows for m in finals)
 
     without, with_ = overflows(False), overflows(True)
+    print(f"bound overflows of 1500 batches, {execution} mode: {without} without the credit gate, {with_} with it")
     assert with_ < 0.2 * without, (with_, without)
 
 

@@ -154,6 +154,10 @@ def add_job_arguments(parser: argparse.ArgumentParser, *, batches: Optional[int]
                         help="TensorFlow intra-op threads per replica (default: 1)")
     parser.add_argument("--buffer-capacity", type=config_value("buffer_capacity"), default=None,
                         help="batches a replica may hold while the staleness bound stops it (default: the job's)")
+    parser.add_argument("--backpressure", action=argparse.BooleanOptionalAction, default=True,
+                        help="hold the batches back while a replica is saturated, so that the staleness bound holds "
+                             "when the source outruns the replicas (default: on; --no-backpressure: a full buffer "
+                             "trains beyond the bound, counted in bound_overflows)")
     parser.add_argument("--progress-every", type=greater_than(0, "progress_every"), default=3.0,
                         help="seconds between progress lines")
     parser.add_argument("--checkpoint-interval", type=at_least(0, float, "checkpoint_interval"),
@@ -234,6 +238,7 @@ def config_from_args(args, **overrides) -> TrainConfig:
     latency = LatencySettings(bundle_size=args.bundle_size, bundle_time_ms=args.bundle_time_ms,
                               buffer_timeout_ms=args.buffer_timeout_ms)
     fields = dict(replicas=args.replicas, staleness_bound=args.staleness_bound, broadcast_every=args.broadcast_every,
+                  backpressure=args.backpressure,
                   seed=args.seed, sparse_values=args.sparse_values, workers=args.workers, trainer=args.trainer,
                   replica_execution=args.replica_execution, tf_intra_op_threads=args.tf_threads, latency=latency,
                   mode=args.mode, auto=AutoSettings(window=args.converged_window, tolerance=args.converged_tolerance,
@@ -266,3 +271,4 @@ def config_from_args(args, **overrides) -> TrainConfig:
 
 def default_outdir(job: str) -> str:
     return os.path.abspath(os.path.join("runs", f"{job}-{time.strftime('%Y%m%d-%H%M%S')}"))
+

@@ -632,7 +632,7 @@ class Replica:
             if self.synchronous:
                 self._complete_sync_steps()
         # a quarter of the buffer held while the bound stops this replica: a host that can slow the
-        # batches down should (flink.credit); at a full buffer the oldest batch trains beyond the bound
+        # batches down should (the credit gate, flink.loop); at a full buffer the oldest batch trains beyond the bound
         self.saturated = len(self._held) >= self.pressure_at and self.training and self._blocked()
         if self.done_sent and not self.finished and self._all_peers_done():
             self.finished = True

@@ -23,10 +23,11 @@ from ..core.messages import DeadLetter, RefusedMessage, preview
 from ..core.replica import Replica
 from ..core.trainer import InlineTrainer, TrainerThread
 from ..errors import ProtocolError, WireFormatError
-from . import credit, types
+from . import types
 from .checkpointing import ChunkedState, ValueStates
 
-END_OF_TIME = 2 ** 63 - 1  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
+END_OF_TIME = 2 ** 63 - 1
+CREDIT_REPEAT_S = 0.05  # well within the credit gate's quiet time (flink.loop.CREDIT_QUIET_MS)  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
 
 
 def subtask_index(runtime_context) -> int:
@@ -49,7 +50,9 @@ class ReplicaFunction(KeyedCoProcessFunction):
 
     Main output: prediction rows. Side outputs: metrics (JSON), feedback (encoded messages for
     the channel), models (each replica's final weights), probes (JSON; replica 0 runs ``probe``
-    on its Keras model every ``probe_every_s`` seconds and once at the end).
+    on its Keras model every ``probe_every_s`` seconds and once at the end), mode changes and
+    dead letters (JSON), credit (``"<replica>:<0|1>"`` when the replica's saturation changes,
+    with ``TrainConfig.backpressure``).
 
     Hosted by :class:`~.checkpointing` 's replica operator, input 1 also brings an open marker
     (restore the replica's state, if a checkpoint holds one, and re-send what peers may lack)
@@ -87,7 +90,10 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._mode_changes_tag = types.mode_changes_tag(cfg.name)
         self._dead_letters_tag = types.dead_letters_tag(cfg.name)
         self._inputs = 0  # records on input 1: the position of bytes that carry no batch id
-        self._reported_saturated = False  # what flink.credit last heard from this replica
+        # what the credit gate last heard from this replica (it starts a new attempt unsaturated)
+        self._credit_tag = types.credit_tag(cfg.name) if cfg.backpressure else None
+        self._reported_saturated = False
+        self._reported_applied = self._reported_at = 0
         self._next_probe = time.time() + self._probe_every_s
         self._exporter = (ModelExporter(cfg.export_dir, cfg.export_every_s)
                           if cfg.export_every_s is not None and index == 0 else None)
@@ -105,8 +111,6 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._register_gauges(runtime_context.get_metrics_group().add_group("tensair"))
 
     def close(self):
-        if getattr(self, "_replica", None) is not None:
-            credit.report(self._config.name, self._replica.id, False)
         if getattr(self, "_trainer", None) is not None:
             self._trainer.close()
 
@@ -244,9 +248,13 @@ class ReplicaFunction(KeyedCoProcessFunction):
             self._trainer.wait_idle()
         yield from self._emit(self._trainer.take())
         saturated = self._replica.saturated and not self._input_ended
-        if saturated != self._reported_saturated:
-            credit.report(self._config.name, self._replica.id, saturated)
+        if self._credit_tag is not None and (saturated != self._reported_saturated or (
+                saturated and self._replica.messages_applied != self._reported_applied
+                and time.monotonic() - self._reported_at >= CREDIT_REPEAT_S)):
+            # a saturated replica repeats its report while it applies its peers' messages: it is catching up
+            yield self._credit_tag, f"{self._replica.id}:{int(saturated)}"
             self._reported_saturated = saturated
+            self._reported_applied, self._reported_at = self._replica.messages_applied, time.monotonic()
         if self._trainer.busy and self._flush_timer is None:
             timers = ctx.timer_service()
             wait_ms = max(1, int(self._trainer.expected_remaining_s() * 1000) + 1)

@@ -5,16 +5,20 @@ environment (latency settings, Python worker mode, the Java channel jar), pins o
 operator subtask and names the loop; then it hands out the two keyed inputs of the training
 operator and closes the loop behind it::
 
-    batches ─► route (round-robin key, JVM) ─┐
-    start markers (keyed) ───────────────────┴─► key_by (JVM) ─► input 1 ┐
-                                                                          ├─► the training operator (N)
-    feedback source ─► fan-out (JVM) ─► key_by (JVM) ─────────► input 2 ┘        │
+    batches ─► [credit gate] ─► route (round-robin key, JVM) ─┐
+                    ▲ in-JVM     start markers (keyed) ───────┴─► key_by (JVM) ─► input 1 ┐
+             credit receiver ◄─ broadcast ◄─ (side output: saturation reports) ◄─┐         │
+                                                                                 │         │
+                                                        the training operator (N) ◄────────┤
+    feedback source ─► fan-out (JVM) ─► key_by (JVM) ──────────────────────► input 2 ┘      │
           ▲ in-JVM queue, subtask i ◄─ subtask i                                  │ (side output, raw)
           └──────────── feedback sink ◄──── [an operator of the caller's, e.g. an updater] ◄──┘
 
 The router and the fan-out are Java: a batch meets Python first in the training operator, a
 message only in the subtasks it is for. Feedback sink ``i`` and source ``i`` share a co-location
 group, so they always share a JVM; the source ends after relaying every sender's done marker.
+With ``TrainConfig.backpressure`` the batches pass a credit gate (Java) that holds them while a
+replica reports itself saturated; the reports reach a receiver beside every gate subtask.
 Every operator gets a name ``"<config.name>: ..."`` and a uid ``"<config.name>-..."``.
 
 Example (what ``train()`` does; ``Replicas`` stands for its KeyedCoProcessFunction)::
@@ -34,6 +38,26 @@ from ..errors import ConfigError
 from . import checkpointing, routing, types
 from .environment import add_channel_jar, env_configuration, prepare_environment
 from .routing import DEFAULT_MAX_PARALLELISM, pinned_keys
+
+# the longest a gate holds one batch, and how long a saturated replica may apply nothing before the
+# gate stops holding for it (Credit.java says why); replicas repeat their report more often (functions.py)
+CREDIT_MAX_WAIT_MS = 1000
+CREDIT_QUIET_MS = 250
+
+
+def _chainable_upstream(transformation):
+    """``transformation`` and the operators above it that may share its chain: one input each,
+    the same parallelism, up to (not across) a shuffle, and the source itself."""
+    found = [transformation]
+    while True:
+        inputs = list(transformation.getInputs())
+        if len(inputs) != 1:
+            return found
+        upstream = inputs[0]
+        if "Partition" in upstream.getClass().getSimpleName() or upstream.getParallelism() != transformation.getParallelism():
+            return found
+        found.append(upstream)
+        transformation = upstream
 
 
 class FeedbackLoop:
@@ -61,6 +85,7 @@ class FeedbackLoop:
         self.keys = pinned_keys(config.replicas)
         self.loop_id = f"{config.name}-{uuid.uuid4().hex}"
         self._source = None
+        self._credit_open = False
 
     @property
     def _channel(self):
@@ -73,17 +98,58 @@ class FeedbackLoop:
         name = self.config.name
         return stream.name(f"{name}: {description}").uid(f"{name}-{what}")
 
-    def keyed_inputs(self):
+    def keyed_inputs(self, *, credit: bool = False):
         """Input 1 of the training operator: the batches dealt round-robin on the JVM (batch ``i``
         of a single-subtask input to subtask ``i % N``), with one start marker per subtask, so
-        that every subtask sets its end-of-input timer even if no batch ever reaches it."""
+        that every subtask sets its end-of-input timer even if no batch ever reaches it.
+        ``credit=True``: through a credit gate first; close it with :meth:`close_credit`."""
         name = self.config.name
         start = routing.start_markers(self.env, self.keys, name=f"{name}: start markers", uid=f"{name}-start")
-        routed = self.named(routing.round_robin(self.batches, self.keys), "route", "route batches to replicas")
-        parallelism = self.batches._j_data_stream.getTransformation().getParallelism()
-        if parallelism > 0:
-            routed = routed.set_parallelism(parallelism)  # as parallel as the batches
+        batches = self._credit_gate(self.batches) if credit else self.batches
+        routed = self.named(routing.round_robin(batches, self.keys), "route", "route batches to replicas")
+        routed = self._with_batch_parallelism(routed)  # as parallel as the batches
         return routing.keyed_by_replica(routed.union(start))
+
+    @property
+    def _batch_parallelism(self) -> int:
+        return self.batches._j_data_stream.getTransformation().getParallelism()
+
+    def _with_batch_parallelism(self, stream):
+        return stream.set_parallelism(self._batch_parallelism) if self._batch_parallelism > 0 else stream
+
+    def _credit_gate(self, batches):
+        """``batches`` through the Java credit gate, chained to the operators before it.
+
+        Co-location is decided by a chain's first operator, so the key goes on every operator
+        the gate may be chained to (up to the nearest shuffle or source). The gate must not
+        start a chain of its own: a network buffer before it would queue batches ahead of a
+        checkpoint barrier, each held in turn while a replica waits for that barrier."""
+        from pyflink.datastream import DataStream
+
+        key = f"{self.loop_id}-credit"
+        gate = DataStream(batches._j_data_stream.map(self._channel.Credit.Gate(self.loop_id, CREDIT_MAX_WAIT_MS,
+                                                                               CREDIT_QUIET_MS),
+                                                     types.bytes_type().get_java_type_info()))
+        gate = self._with_batch_parallelism(self.named(gate, "credit-gate", "hold batches while a replica is saturated"))
+        gate._j_data_stream.getTransformation().setCoLocationGroupKey(key)
+        for upstream in _chainable_upstream(batches._j_data_stream.getTransformation()):
+            upstream.setCoLocationGroupKey(key)
+        self._credit_open = True
+        return gate
+
+    def close_credit(self, reports):
+        """Sends ``reports`` (a raw side output of ``"<replica>:<0|1>"`` strings) to a receiver
+        beside every subtask of the credit gate, through Flink's network: across TaskManagers."""
+        from pyflink.datastream.connectors import Sink
+
+        if not self._credit_open:
+            raise ConfigError("keyed_inputs(credit=True) must be called before close_credit(): the loop has no gate")
+        sink = (reports.broadcast().sink_to(Sink(self._channel.Credit.Receiver(self.loop_id)))
+                .name(f"{self.config.name}: credit receiver").uid(f"{self.config.name}-credit-receiver"))
+        if self._batch_parallelism > 0:
+            sink = sink.set_parallelism(self._batch_parallelism)
+        sink._j_data_stream_sink.getTransformation().setCoLocationGroupKey(f"{self.loop_id}-credit")
+        return sink
 
     def keyed_feedback(self, parallelism: int, *, include_sender: bool = False):
         """Input 2: the loop's messages, from a feedback source of ``parallelism`` subtasks, to

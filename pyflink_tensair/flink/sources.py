@@ -13,7 +13,6 @@ from typing import Callable
 from ..config import ReplicaExecution
 from ..core import wire
 from ..core.messages import Batch
-from . import credit
 from ..errors import ConfigError
 
 
@@ -34,9 +33,7 @@ class PacedBatches:
     the first number fixes the start time; batch ``i`` waits until ``start + i / rate`` and carries
     that time as ``meta["scheduled_at"]``, so replicas can report how far behind schedule they
     train (``Metrics.delay_s``). A source that falls behind does not wait: it never skips batches.
-    ``meta["id"]`` is set to ``i`` unless ``make_batch`` set it. Before it makes a batch it waits
-    (up to ``credit_wait_s`` at a time) while a replica of its interpreter is saturated
-    (:mod:`.credit`): backpressure from the staleness bound to the source.
+    ``meta["id"]`` is set to ``i`` unless ``make_batch`` set it.
 
     Example::
 
@@ -47,8 +44,7 @@ class PacedBatches:
         (5, np.float32(5.0), True)
     """
 
-    def __init__(self, make_batch: Callable[[int], Batch], rate: float = 0.0, clock=time.time, sleep=time.sleep,
-                 credit_wait_s: float = 1.0):
+    def __init__(self, make_batch: Callable[[int], Batch], rate: float = 0.0, clock=time.time, sleep=time.sleep):
         if rate < 0:
             raise ConfigError(f"rate must be >= 0 mini-batches per second (0: unpaced). Received: rate={rate}")
         self._make_batch = make_batch
@@ -56,12 +52,9 @@ class PacedBatches:
         self._clock = clock
         self._sleep = sleep
         self._start = None
-        self._credit_wait_s = credit_wait_s
-        self.credit_waited_s = 0.0
 
     def __call__(self, index: int) -> bytes:
         index = int(index)
-        self.credit_waited_s += credit.wait(self._credit_wait_s, sleep=self._sleep)
         batch = self._make_batch(index)
         meta = dict(batch.meta)
         meta.setdefault("id", index)
@@ -77,7 +70,7 @@ class PacedBatches:
 
 
 def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: float = 0.0, name: str = "tensair",
-                 execution: str = "thread", backpressure: bool = True):
+                 execution: str = "thread"):
     """A stream of ``count`` encoded batches, ``make_batch(0) .. make_batch(count - 1)``, paced at
     ``rate`` batches per second (0: as fast as the job takes them). See :class:`PacedBatches`.
 
@@ -86,9 +79,8 @@ def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: f
     replicas, docs/measurements.md; it shares that TaskManager's GIL with them) or in a Python
     worker (``"process"``: pass the jobs' ``TrainConfig.replica_execution`` here too). Make it a
     module-level function or a ``functools.partial`` of one, and load data sets lazily inside it
-    (once per worker). ``backpressure`` (thread mode): wait before each batch while a replica of
-    the same interpreter is saturated (:mod:`.credit`), so that the staleness bound holds when
-    the source outruns the replicas.
+    (once per worker). Saturated replicas hold it back through ``train()``'s credit gate
+    (``TrainConfig.backpressure``).
 
     Example::
 
@@ -100,7 +92,7 @@ def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: f
 
     if not isinstance(count, int) or count < 1:
         raise ConfigError(f"count must be an int >= 1. Received: count={count!r}")
-    paced = PacedBatches(make_batch, rate, credit_wait_s=1.0 if backpressure else 0.0)  # checks the rate now
+    paced = PacedBatches(make_batch, rate)  # checks the rate now
     try:
         execution = ReplicaExecution(execution)
     except ValueError:

@@ -155,11 +155,13 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
                 raise ConfigError(f"the probe failed on the initial model: {err!r}") from err
 
     n = config.replicas
-    replicas = replica_operator(loop.keyed_inputs().connect(loop.keyed_feedback(n)),
+    replicas = replica_operator(loop.keyed_inputs(credit=config.backpressure).connect(loop.keyed_feedback(n)),
                                 ReplicaFunction(model, config, loop.keys, probe, probe_every_s),
                                 types.prediction_type(), loop.keys, config.replica_execution)
     replicas = loop.training_operator(loop.named(replicas, "replicas", "replicas"))
     loop.close(loop.side_output(replicas, types.feedback_tag(config.name)), n)
+    if config.backpressure:
+        loop.close_credit(loop.side_output(replicas, types.credit_tag(config.name)))
 
     # raw JVM side outputs: PyFlink's get_side_output adds an identity Python map (a Beam bundle per record)
     metrics = loop.side_output(replicas, types.metrics_tag(config.name))

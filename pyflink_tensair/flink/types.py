@@ -59,6 +59,12 @@ def dead_letters_tag(name: str) -> OutputTag:
     return OutputTag(f"{name}-dead-letters", Types.STRING())
 
 
+def credit_tag(name: str) -> OutputTag:
+    """``"<replica>:1"`` when a replica becomes saturated, ``"<replica>:0"`` when it no longer is
+    (the credit gate's reports, :meth:`~.loop.FeedbackLoop.close_credit`)."""
+    return OutputTag(f"{name}-credit", Types.STRING())
+
+
 def prediction_row(event: Prediction) -> Row:
     nan = float("nan")
     return Row(event.replica, event.batch_id, event.model_version,
