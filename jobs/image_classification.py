@@ -14,6 +14,12 @@ of CNN sized for 8x8 digits, or ``--model PATH`` to continue training a saved ``
     python jobs/image_classification.py --replicas 2 --staleness-bound 0 --passes 5 --summary runs/digits.json
     python jobs/image_classification.py --data cifar10:/data/cifar-10-batches-bin --batch-size 128 --save runs/cnn.keras
     flink run -py jobs/image_classification.py --data synthetic --batches 500 --rate 20
+    python jobs/image_classification.py --source kafka --bootstrap-servers 127.0.0.1:19092 --topic digits
+
+With ``--source kafka`` the images come from a topic, one JSON record per image
+(``{"x": [[[...]]], "y": 3}``, :mod:`pyflink_tensair.kafka.source`; ``python -m
+pyflink_tensair.kafka.produce --data digits`` writes one), batched inside the job; ``--data``
+still names their kind (for the model, the held-out set and the records' shape).
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ import functools
 
 import numpy as np
 
-from pyflink_tensair import batch_source, train
+import math
+
+from pyflink_tensair import batch_source, to_batches, train
 from pyflink_tensair.cli import flags
 from pyflink_tensair.cli.run import main_guard, run_job
 from pyflink_tensair.core.prequential import segment_means
@@ -50,7 +58,9 @@ def parse_args(argv):
     parser.add_argument("--learning-rate", type=float, default=None,
                         help="Adam learning rate of the built model (default: 5e-3 for digits, else 1e-3)")
     flags.add_job_arguments(parser, batches=None, batch_size=None, window=20)
+    flags.add_kafka_arguments(parser)
     args, _ = parser.parse_known_args(argv)  # flink run -py passes arguments of its own
+    flags.check_kafka_arguments(args)
     kind, _ = parse_image_spec(args.data)
     for name, value in DEFAULTS[kind].items():
         if getattr(args, name) is None:
@@ -81,6 +91,18 @@ def per_pass_accuracy(batches_per_pass: int):
     return finish
 
 
+def image_batches(env, args, stream: ImageStream, total: int):
+    """The job's batch stream: made inside the job from the data set, or batched from a Kafka topic."""
+    if args.source != "kafka":
+        return batch_source(env, total, stream, rate=args.rate, name="images", execution=args.replica_execution)
+    from pyflink_tensair.kafka.source import json_example, kafka_examples
+
+    records = kafka_examples(env, args.bootstrap_servers, args.topic, group_id=args.group_id, start=args.kafka_start,
+                             until=args.kafka_until, connector=args.kafka_connector, name="images")
+    return to_batches(records, args.batch_size, parse=json_example, classes=10, features_shape=stream.input_shape,
+                      rate=args.rate, name="images")
+
+
 def main(argv=None):
     args = parse_args(argv)
     from pyflink.common import Types
@@ -90,19 +112,26 @@ def main(argv=None):
 
     stream = ImageStream(args.data, batch_size=args.batch_size, seed=args.seed)
     total = stream.batches_per_pass * args.passes
-    if args.batches is not None:
+    if args.source == "kafka":
+        from pyflink_tensair.kafka.source import topic_size
+
+        records = topic_size(args.bootstrap_servers, args.topic) if args.kafka_until == "latest" else None
+        total = None if records is None else math.ceil(records / args.batch_size)
+        print(f"data: Kafka topic {args.topic} at {args.bootstrap_servers}, "
+              + (f"{records} records now" if records is not None else "followed until the job is stopped"))
+    elif args.batches is not None:
         total = min(total, args.batches)
     if stream.synthetic:
         print("data: SYNTHETIC images (generated patterns plus noise): for throughput runs, not a measure of accuracy")
-    print(f"data: {args.data}, {stream.train_size} training images, {stream.batches_per_pass} batches of "
-          f"{args.batch_size} per pass, {total} batches in all")
+    if args.source != "kafka":
+        print(f"data: {args.data}, {stream.train_size} training images, {stream.batches_per_pass} batches of "
+              f"{args.batch_size} per pass, {total} batches in all")
     model = choose_model(args, stream)
     env = StreamExecutionEnvironment.get_execution_environment()
     batch_bytes = args.batch_size * (int(np.prod(stream.input_shape)) + 2) * 4
     config = flags.config_from_args(args, name="images",
-                                    buffer_capacity=flags.held_batches_capacity(args, total, batch_bytes))
-    output = train(batch_source(env, total, stream, rate=args.rate, name="images",
-                                execution=args.replica_execution), model=model, config=config, sample=stream(0))
+                                    buffer_capacity=flags.held_batches_capacity(args, total or 0, batch_bytes))
+    output = train(image_batches(env, args, stream, total), model=model, config=config, sample=stream(0))
     labels = (output.predictions.map(types.predicted_labels_json, output_type=Types.STRING())
               .name("images: predicted labels").uid("images-predicted-labels").set_parallelism(config.replicas))
     return run_job(env, output, args, job_name="image_classification", config=config, total_batches=total,

@@ -58,3 +58,7 @@ class ClusterError(TensairError, RuntimeError):
 
 class JavaToolchainError(TensairError, RuntimeError):
     """The Java feedback channel cannot be compiled (no JDK, or no pyflink jars)."""
+
+
+class KafkaError(TensairError, RuntimeError):
+    """Kafka is not where it should be: the broker, its jars or the Flink connector jar."""

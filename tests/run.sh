@@ -2,8 +2,9 @@
 # Installs everything the tests need and runs them: the README's test command, and what CI runs.
 #   1. a virtual environment in .venv with the pinned requirements and this package;
 #   2. the Java feedback channel, compiled against the installed pyflink;
-#   3. a standalone Flink cluster (two TaskManagers, 127.0.0.1 only) for the `flink run -py` tests;
-#   4. pytest over tests/ and the package's docstring examples; the cluster is stopped by PID after.
+#   3. a standalone Flink cluster (two TaskManagers, 127.0.0.1 only) for the `flink run -py` tests,
+#      and a single-node Kafka broker (KRaft, 127.0.0.1; its jars fetched once from Maven Central);
+#   4. pytest over tests/ and the package's docstring examples; cluster and broker are stopped by PID after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,8 +16,10 @@ python_bin="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 cluster_dir="$(pwd)/.flink/test-cluster"
 .venv/bin/python -m pyflink_tensair.cluster start --dir "$cluster_dir" --taskmanagers 2 --slots 2 \
     --rest-port 28081 --rpc-port 26123
-trap '.venv/bin/python -m pyflink_tensair.cluster stop --dir "$cluster_dir"' EXIT
+kafka_dir="$(pwd)/.kafka/test-broker"
+trap '.venv/bin/python -m pyflink_tensair.cluster stop --dir "$cluster_dir"; .venv/bin/python -m pyflink_tensair.kafka.broker stop --dir "$kafka_dir"' EXIT
+.venv/bin/python -m pyflink_tensair.kafka.broker start --dir "$kafka_dir" --port 29092
 
 # pytest exits 5 when it collects no test: with `set -e` that fails the run, as it should.
-TENSAIR_CLUSTER_DIR="$cluster_dir" .venv/bin/python -m pytest tests pyflink_tensair benchmarks \
+TENSAIR_CLUSTER_DIR="$cluster_dir" TENSAIR_KAFKA_DIR="$kafka_dir" .venv/bin/python -m pytest tests pyflink_tensair benchmarks \
     --doctest-modules -p no:cacheprovider -q "$@"

@@ -272,3 +272,31 @@ def config_from_args(args, **overrides) -> TrainConfig:
 def default_outdir(job: str) -> str:
     return os.path.abspath(os.path.join("runs", f"{job}-{time.strftime('%Y%m%d-%H%M%S')}"))
 
+
+def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--source kafka`` and how to reach the topic (:mod:`pyflink_tensair.kafka.source`)."""
+    from ..kafka.source import STARTS, UNTIL
+
+    parser.add_argument("--source", choices=["generated", "kafka"], default="generated",
+                        help="where the examples come from: made inside the job (default) or a Kafka topic of JSON "
+                             "records (python -m pyflink_tensair.kafka.produce writes one)")
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="the Kafka brokers, with --source kafka")
+    parser.add_argument("--topic", help="the topic to train from, with --source kafka")
+    parser.add_argument("--group-id", default="pyflink-tensair", help="the Kafka consumer group (default: pyflink-tensair)")
+    parser.add_argument("--kafka-start", choices=STARTS, default="earliest",
+                        help="where a new job starts reading (default: earliest; a restored job resumes at its checkpoint)")
+    parser.add_argument("--kafka-until", choices=UNTIL, default="latest",
+                        help="latest (default): train on what the topic holds when the job starts, then end; "
+                             "never: follow the topic until the job is stopped")
+    parser.add_argument("--kafka-connector", metavar="JAR",
+                        help="Flink's Kafka connector jar (default: fetched once from Maven Central into the cache)")
+
+
+def check_kafka_arguments(args) -> None:
+    if args.source != "kafka":
+        for flag in ("bootstrap_servers", "topic"):
+            if getattr(args, flag):
+                raise ConfigError(f"--{flag.replace('_', '-')} needs --source kafka")
+        return
+    if not args.bootstrap_servers or not args.topic:
+        raise ConfigError("--source kafka needs --bootstrap-servers HOST:PORT and --topic NAME")

@@ -83,12 +83,16 @@ def add_channel_jar(env) -> str:
     the job and to this client's class loader; returns the jar's path. ``env`` as
     :func:`env_configuration` takes it (what PyFlink's ``add_jars`` does, without needing a PyFlink
     environment)."""
+    from ..feedback import channel_jar
+
+    return add_jar(env, channel_jar())
+
+
+def add_jar(env, path: str) -> str:
+    """Adds the jar at ``path`` to the job (``pipeline.jars``) and to this client's class loader, once."""
     from pyflink.common import Configuration
     from pyflink.util.java_utils import add_jars_to_context_class_loader
 
-    from ..feedback import channel_jar
-
-    path = channel_jar()
     url = "file://" + path
     conf = env_configuration(env)
     jars = Configuration.parse_list_value(conf.get_string("pipeline.jars", "") or None)

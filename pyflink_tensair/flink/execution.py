@@ -95,6 +95,25 @@ def keyed_co_process(connected, function, output_type, execution, operator_class
     return DataStream(j_first.connect(j_second).transform("Keyed Co-Process", j_output_type, operator))
 
 
+def keyed_process(keyed, function, output_type, execution):
+    """``keyed.process(function, output_type)`` for a ``KeyedStream`` of ``Row(key, value)`` rows
+    keyed on the JVM (:func:`~.routing.keyed_by_replica`), in ``execution``."""
+    from pyflink.datastream import DataStream
+    from pyflink.datastream.data_stream import _create_j_data_stream_python_function_info
+    from pyflink.fn_execution.flink_fn_execution_pb2 import UserDefinedDataStreamFunction
+    from pyflink.java_gateway import get_gateway
+
+    if ReplicaExecution(execution) is ReplicaExecution.PROCESS:
+        return keyed.process(function, output_type=output_type)
+    j_keyed = keyed._j_data_stream
+    j_output_type = output_type.get_java_type_info()
+    operator = getattr(get_gateway().jvm, f"{_EMBEDDED}.EmbeddedPythonKeyedProcessOperator")(
+        operator_configuration(j_keyed.getExecutionEnvironment(), execution),
+        _create_j_data_stream_python_function_info(function, UserDefinedDataStreamFunction.KEYED_PROCESS),
+        j_keyed.getTransformation().getOutputType(), j_output_type)
+    return DataStream(j_keyed.transform("KEYED PROCESS", j_output_type, operator))
+
+
 def process(stream, function, output_type, execution):
     """``stream.process(function, output_type)`` for a non-keyed ``stream``, in ``execution``."""
     from pyflink.datastream import DataStream

@@ -140,4 +140,14 @@ public final class Keying {
         }
         return true;
     }
+
+    /** {@code Row(0, record)} for records of any type: one key for an operator that must see every record. */
+    public static final class OneKey<T> implements org.apache.flink.api.common.functions.MapFunction<T, Row> {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public Row map(T record) {
+            return Row.of(0, record);
+        }
+    }
 }

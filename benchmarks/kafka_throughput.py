@@ -1,0 +1,133 @@
+"""Training from a Kafka topic: our replicas against one Keras model behind a plain Kafka consumer.
+
+    python -m benchmarks.kafka_throughput --records 6000 --repeats 3      # about 10 minutes
+
+The baseline is how Kafka-ML and TensorFlow-IO train: one Keras model in a plain Python process
+that polls the topic with a Kafka client from PyPI (kafka-python), parses each record, and calls
+``train_on_batch`` on every mini-batch. Ours is ``jobs/image_classification.py --source kafka``
+(Flink's KafkaSource, ``to_batches``, the replicas) on a local mini-cluster. Both read the same
+topic of ``--records`` digits images (JSON, :mod:`pyflink_tensair.kafka.source`) from the start,
+with the same model (the digits CNN, Adam 5e-3) and batch size, unpaced: the rate at which each
+drains a full topic is the most it can sustain. Ours is timed from the job's first to its last
+trained batch (the job's ``batches_per_s``), the baseline from its first to its last step, so
+neither counts start-up. Each figure is repeated ``--repeats`` times, alternating, and the ratio
+is taken per repeat; prints medians with their spread. Needs a broker: ``--bootstrap-servers``,
+or one is started for the run (``--dir``) and stopped after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IMAGES = os.path.join(ROOT, "jobs", "image_classification.py")
+BATCH_SIZE = 16
+LEARNING_RATE = 5e-3
+
+
+def consumer_baseline(servers: str, topic: str, records: int, batch_size: int = BATCH_SIZE) -> dict:
+    """Kafka-ML's way: poll, parse, ``train_on_batch``; returns records/s between the first and last step."""
+    import numpy as np
+    from kafka import KafkaConsumer
+
+    from pyflink_tensair.kafka.source import json_example
+    from pyflink_tensair.models import zoo
+
+    model = zoo.digits_cnn(learning_rate=LEARNING_RATE)
+    consumer = KafkaConsumer(topic, bootstrap_servers=servers, auto_offset_reset="earliest", enable_auto_commit=False,
+                             group_id=f"baseline-{time.time()}", consumer_timeout_ms=30000)
+    pending, seen, steps, first, loss = [], 0, 0, None, None
+    try:
+        for message in consumer:
+            x, y = json_example(message.value.decode())
+            pending.append((x, y))
+            seen += 1
+            if len(pending) == batch_size or seen == records:
+                xs = np.asarray([p[0] for p in pending], dtype=np.float32)
+                ys = np.asarray([p[1] for p in pending])
+                if first is None:
+                    model.train_on_batch(xs, ys)  # the first step builds and compiles: not timed
+                    first = time.perf_counter()
+                else:
+                    loss = model.train_on_batch(xs, ys)
+                    steps += 1
+                pending = []
+            if seen == records:
+                break
+    finally:
+        consumer.close()
+    elapsed = time.perf_counter() - first
+    return {"records": seen, "records_per_s": steps * batch_size / elapsed, "final_loss": float(np.ravel(loss)[0])}
+
+
+def ours(servers: str, topic: str, replicas: int, outdir: str) -> dict:
+    summary_path = os.path.join(outdir, "summary.json")
+    command = [sys.executable, IMAGES, "--source", "kafka", "--bootstrap-servers", servers, "--topic", topic,
+               "--replicas", str(replicas), "--batch-size", str(BATCH_SIZE), "--learning-rate", str(LEARNING_RATE),
+               "--outdir", outdir, "--summary", summary_path]
+    with open(os.path.join(outdir, "job.log"), "w") as log:
+        subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
+    summary = json.load(open(summary_path))
+    return {"records_per_s": summary["batches_per_s"] * BATCH_SIZE, "batches": summary["batches"],
+            "holdout_accuracy": summary.get("holdout_accuracy")}
+
+
+def _median(values):
+    return {"median": round(statistics.median(values), 1), "min": round(min(values), 1), "max": round(max(values), 1)}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap-servers", help="a running broker (default: start one under --dir)")
+    parser.add_argument("--dir", default=None, help="where to start a broker for the run (default: a temporary folder)")
+    parser.add_argument("--records", type=int, default=6000, help="digits records in the topic (default: 6000, 4 passes)")
+    parser.add_argument("--replicas", default="1,2", help="replica counts of ours (default: 1,2)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", metavar="PATH", help="write the figures here")
+    args = parser.parse_args(argv)
+
+    from pyflink_tensair.kafka import broker
+    from pyflink_tensair.kafka.produce import examples, produce
+
+    folder = None
+    servers = args.bootstrap_servers
+    if servers is None:
+        folder = args.dir or tempfile.mkdtemp(prefix="tensair-kafka-bench-")
+        servers = broker.start(folder, port=19392)
+    try:
+        topic = f"bench-digits-{int(time.time())}"
+        passes = -(-args.records // 1500)
+        produce(servers, topic, examples("digits", passes=passes, limit=args.records), progress_every=30)
+        counts = [int(r) for r in args.replicas.split(",")]
+        runs = {"baseline": []}
+        runs.update({f"ours x{r}": [] for r in counts})
+        for repeat in range(args.repeats):
+            runs["baseline"].append(consumer_baseline(servers, topic, args.records))
+            for r in counts:
+                with tempfile.TemporaryDirectory(prefix="tensair-kafka-ours-") as outdir:
+                    runs[f"ours x{r}"].append(ours(servers, topic, r, outdir))
+            print(f"repeat {repeat + 1}: " + ", ".join(f"{k} {v[-1]['records_per_s']:.0f} records/s" for k, v in runs.items()),
+                  flush=True)
+        table = {name: _median([run["records_per_s"] for run in values]) for name, values in runs.items()}
+        for r in counts:
+            ratios = [o["records_per_s"] / b["records_per_s"] for o, b in zip(runs[f"ours x{r}"], runs["baseline"])]
+            table[f"ours x{r} / baseline"] = {"median": round(statistics.median(ratios), 2),
+                                              "min": round(min(ratios), 2), "max": round(max(ratios), 2)}
+        print(json.dumps(table, indent=2))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"records": args.records, "batch_size": BATCH_SIZE, "table": table, "runs": runs}, f, indent=2)
+    finally:
+        if folder is not None:
+            broker.stop(folder)
+
+
+if __name__ == "__main__":
+    main()

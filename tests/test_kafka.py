@@ -1,0 +1,173 @@
+"""Kafka end to end (issue 14): a real broker, jobs that train from a topic, offsets in checkpoints."""
+
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyflink")
+
+from pyflink_tensair import cluster  # noqa: E402
+from pyflink_tensair.errors import ConfigError, KafkaError  # noqa: E402
+from pyflink_tensair.kafka import broker  # noqa: E402
+from pyflink_tensair.kafka.source import encode_example, json_example  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IMAGES = os.path.join(ROOT, "jobs", "image_classification.py")
+BAD_RECORDS = [b"not json at all", b'{"x": [1, 2], "y": 3}', b'{"y": 1}']  # no JSON, wrong shape, no features
+
+
+def test_a_record_is_json_with_features_and_label():
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    assert json_example(encode_example(x, np.int64(3)).decode()) == ([[0.0, 1.0], [2.0, 3.0]], 3)
+    assert json_example('{"x": [1]}') == ([1],)
+    with pytest.raises(ValueError):
+        json_example("[1, 2]")
+    with pytest.raises(KeyError):
+        json_example('{"y": 1}')
+
+
+def image_job_args(argv):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("image_classification_job", IMAGES)
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    return job.parse_args(argv)
+
+
+def test_kafka_flags_say_what_is_missing():
+    assert image_job_args(["--source", "kafka", "--bootstrap-servers", "h:1", "--topic", "t"]).kafka_until == "latest"
+    with pytest.raises(ConfigError, match="--source kafka needs --bootstrap-servers HOST:PORT and --topic NAME"):
+        image_job_args(["--source", "kafka", "--topic", "t"])
+    with pytest.raises(ConfigError, match="--topic needs --source kafka"):
+        image_job_args(["--topic", "t"])
+
+
+def test_a_missing_connector_jar_says_how_to_get_one(tmp_path):
+    from pyflink_tensair.kafka.artifacts import connector_jar
+
+    with pytest.raises(KafkaError, match="Flink's Kafka connector jar is needed"):
+        connector_jar(str(tmp_path / "nothing.jar"))
+
+
+def test_no_broker_at_the_address_is_a_clear_error():
+    from pyflink_tensair.kafka.source import topic_size
+
+    with pytest.raises(KafkaError, match="no Kafka answers at 127.0.0.1:1|does not exist"):
+        topic_size("127.0.0.1:1", "t")
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """The broker .ci/run started (TENSAIR_KAFKA_DIR), or one of our own for this session."""
+    folder = os.environ.get("TENSAIR_KAFKA_DIR")
+    if folder:
+        yield broker.bootstrap_servers(folder)
+        return
+    folder = str(tmp_path_factory.mktemp("kafka"))
+    servers = broker.start(folder, port=19192)
+    try:
+        yield servers
+    finally:
+        broker.stop(folder)
+
+
+@pytest.fixture(scope="session")
+def flink_cluster_dir(tmp_path_factory):
+    folder = os.environ.get("TENSAIR_CLUSTER_DIR")
+    if folder:
+        yield os.path.abspath(folder)
+        return
+    folder = str(tmp_path_factory.mktemp("flink-cluster"))
+    cluster.start(folder, taskmanagers=2, slots=2, rest_port=18281, rpc_port=16323)
+    try:
+        yield folder
+    finally:
+        cluster.stop(folder)
+
+
+def _fill(servers, topic, count, bad=()):
+    from kafka import KafkaProducer
+
+    from pyflink_tensair.kafka.produce import examples, produce
+
+    sent = produce(servers, topic, examples("digits", limit=count), partitions=2)
+    if bad:
+        producer = KafkaProducer(bootstrap_servers=servers)
+        for value in bad:
+            producer.send(topic, value, partition=0)
+        producer.close()
+    return sent
+
+
+@pytest.mark.cluster
+def test_two_replicas_train_from_a_topic_with_flink_run(kafka_broker, flink_cluster_dir, tmp_path):
+    topic = f"digits-{int(time.time())}"
+    assert _fill(kafka_broker, topic, 400, BAD_RECORDS) == 400
+    summary_path = tmp_path / "summary.json"
+    result = cluster.submit(flink_cluster_dir, [IMAGES, "--source", "kafka", "--bootstrap-servers", kafka_broker,
+                                                "--topic", topic, "--replicas", "2", "--batch-size", "16",
+                                                "--summary", str(summary_path), "--outdir", str(tmp_path / "out")],
+                            timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads(summary_path.read_text())
+    assert summary["batches"] == 25 and summary["finished_replicas"] == [0, 1]  # 400 records of 16
+    assert summary["dead_letters"] == len(BAD_RECORDS)
+    letters = [json.loads(line) for path in (tmp_path / "out").glob("dead-letters-*.jsonl") for line in open(path)]
+    assert sorted(letter["reason"] for letter in letters) == ["not_a_record", "not_a_record", "wrong_shape"]
+    assert summary["holdout_accuracy"] > 0.3, summary  # 25 steps of the digits CNN, from 0.1 at random
+
+
+@pytest.mark.cluster
+def test_a_lost_taskmanager_resumes_from_the_checkpointed_offsets_and_trains_every_record_once(
+        kafka_broker, flink_cluster_dir, tmp_path):
+    """The fault-tolerance test with the Kafka source: 1,200 records in batches of 4, replayed at
+    10 batches/s so that a TaskManager dies mid-training; the restored job resumes at the
+    checkpoint's offsets with the batcher's partial batch, so the final state holds 300 full
+    batches, each trained once."""
+    import threading
+
+    from test_cluster import _completed_checkpoints, _replica_metrics
+
+    topic = f"recovery-{int(time.time())}"
+    assert _fill(kafka_broker, topic, 1200) == 1200
+    url = cluster.rest_url(flink_cluster_dir)
+    summary_path = tmp_path / "summary.json"
+    outcome = {}
+    args = [IMAGES, "--source", "kafka", "--bootstrap-servers", kafka_broker, "--topic", topic, "--replicas", "2",
+            "--staleness-bound", "0", "--batch-size", "4", "--rate", "10", "--checkpoint-interval", "2",
+            "--summary", str(summary_path), "--outdir", str(tmp_path / "out")]
+    runner = threading.Thread(target=lambda: outcome.update(result=cluster.submit(flink_cluster_dir, args, timeout=600)))
+    runner.start()
+    try:
+        job_id = cluster.running_job(flink_cluster_dir)
+        deadline = time.time() + 180
+        while time.time() < deadline and (_completed_checkpoints(url, job_id) < 1
+                                          or _replica_metrics(url, job_id).get("model_version", {}).get("min", 0) < 20):
+            time.sleep(1)
+        assert _completed_checkpoints(url, job_id) >= 1, "no checkpoint completed"
+        killed = cluster.kill_taskmanager(flink_cluster_dir, cluster.taskmanager_pids(flink_cluster_dir)[0])
+        deadline = time.time() + 10
+        while time.time() < deadline and any(cluster._alive(pid) for pid in killed):
+            time.sleep(0.2)
+        time.sleep(5)
+        cluster.ensure_taskmanagers(flink_cluster_dir, 2)
+    finally:
+        runner.join(600)
+        cluster.ensure_taskmanagers(flink_cluster_dir, 2)
+    result = outcome["result"]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads(summary_path.read_text())
+    assert summary["restores"] >= 2  # both replicas resumed from the checkpoint
+    assert summary["batches"] == 300 and summary["finished_replicas"] == [0, 1]  # no record lost, no batch twice
+    assert summary["model_versions"] == [150, 150] and summary["replica_max_weight_diff"] == 0.0
+    assert summary["dead_letters"] == 0
+    sizes = {}
+    for path in (tmp_path / "out").glob("predictions-*.jsonl"):
+        for line in open(path):
+            row = json.loads(line)
+            sizes[row["batch_id"]] = len(row["labels"])
+    assert sorted(sizes) == list(range(300)) and set(sizes.values()) == {4}  # 1,200 records, none lost
