@@ -94,7 +94,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     from pyflink_tensair.kafka import broker
-    from pyflink_tensair.kafka.produce import examples, produce
+    from pyflink_tensair.cli.produce import examples
+    from pyflink_tensair.kafka.produce import produce
 
     folder = None
     servers = args.bootstrap_servers

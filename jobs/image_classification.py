@@ -18,7 +18,7 @@ of CNN sized for 8x8 digits, or ``--model PATH`` to continue training a saved ``
 
 With ``--source kafka`` the images come from a topic, one JSON record per image
 (``{"x": [[[...]]], "y": 3}``, :mod:`pyflink_tensair.kafka.source`; ``python -m
-pyflink_tensair.kafka.produce --data digits`` writes one), batched inside the job; ``--data``
+pyflink_tensair.cli.produce --data digits`` writes one), batched inside the job; ``--data``
 still names their kind (for the model, the held-out set and the records' shape).
 """
 
@@ -31,7 +31,7 @@ import numpy as np
 
 import math
 
-from pyflink_tensair import batch_source, to_batches, train
+from pyflink_tensair import batch_source, text_batches, train
 from pyflink_tensair.cli import flags
 from pyflink_tensair.cli.run import main_guard, run_job
 from pyflink_tensair.core.prequential import segment_means
@@ -99,8 +99,9 @@ def image_batches(env, args, stream: ImageStream, total: int):
 
     records = kafka_examples(env, args.bootstrap_servers, args.topic, group_id=args.group_id, start=args.kafka_start,
                              until=args.kafka_until, connector=args.kafka_connector, name="images")
-    return to_batches(records, args.batch_size, parse=json_example, classes=10, features_shape=stream.input_shape,
-                      rate=args.rate, name="images")
+    return text_batches(records, args.batch_size, parse=json_example, classes=10, features_shape=stream.input_shape,
+                        rate=args.rate, max_wait_ms=1000 if args.kafka_until == "never" else None,
+                        execution=args.replica_execution, name="images")
 
 
 def main(argv=None):

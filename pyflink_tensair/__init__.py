@@ -29,6 +29,7 @@ _NAMES = {
     "JavaToolchainError": ".errors", "ClusterError": ".errors", "ModelError": ".errors", "ProtocolError": ".errors", "TensairError": ".errors",
     "WireFormatError": ".errors", "BadInputError": ".errors",
     "train": ".flink.training", "TrainOutput": ".flink.training", "to_batches": ".flink.batching",
+    "text_batches": ".flink.batching", "KafkaError": ".errors",
     "batch_source": ".flink.sources", "keras_model": ".flink.results", "keras_models": ".flink.results",
     "averaged_keras_model": ".flink.results",
     "decode_prediction": ".flink.types", "decode_final_model": ".flink.types",

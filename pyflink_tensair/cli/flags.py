@@ -279,7 +279,7 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--source", choices=["generated", "kafka"], default="generated",
                         help="where the examples come from: made inside the job (default) or a Kafka topic of JSON "
-                             "records (python -m pyflink_tensair.kafka.produce writes one)")
+                             "records (python -m pyflink_tensair.cli.produce writes one)")
     parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="the Kafka brokers, with --source kafka")
     parser.add_argument("--topic", help="the topic to train from, with --source kafka")
     parser.add_argument("--group-id", default="pyflink-tensair", help="the Kafka consumer group (default: pyflink-tensair)")

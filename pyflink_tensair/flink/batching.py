@@ -269,3 +269,104 @@ def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch]
         keyed._j_data_stream.getTransformation().getInputs()[0].setUid(f"{name}-batcher-key")
         batches = keyed.process(batcher, output_type=types.bytes_type())
     return batches.name(f"{name}: to mini-batches").uid(f"{name}-batcher").set_parallelism(1)
+
+
+class _ChunkBatcher:
+    """Turns a chunk ``[n, record, ...]`` (:class:`Chunks` on the JVM) into batch ``n``: each record
+    parsed and checked as ``to_batches`` does, the bad ones set aside as dead letters (so batch ``n``
+    may hold fewer records), the good ones collated and encoded once."""
+
+    def __init__(self, batch_size: int, parse: Callable, features_shape: Optional[tuple], classes: Optional[int],
+                 rate: float):
+        self._batch_size = batch_size
+        self._parse = parse
+        self._features_shape = features_shape
+        self._classes = classes
+        self._rate = rate
+        self._labelled: Optional[bool] = None
+        self._start = None
+
+    def __call__(self, chunk):
+        number, records = int(chunk[0]), chunk[1:]
+        good = []
+        for i, text in enumerate(records):
+            position = number * self._batch_size + i
+            try:
+                record = self._parse(text)
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+                yield wire.encode_dead_letter(DeadLetter("not_a_record", f"{type(err).__name__}: {err}"[:300], "record",
+                                                         "to_batches", position, preview(text)))
+                continue
+            refusal, features, label = check_record(record, features_shape=self._features_shape,
+                                                    labelled=self._labelled, classes=self._classes)
+            if refusal is not None:
+                yield wire.encode_dead_letter(DeadLetter(refusal.reason, refusal.detail, "record", "to_batches",
+                                                         position, preview(record)))
+                continue
+            if self._features_shape is None:
+                self._features_shape = features.shape
+            if self._labelled is None:
+                self._labelled = label is not None
+            good.append((features,) if label is None else (features, label))
+        if not good:
+            return
+        batch = collate_pairs(good)
+        meta = {"id": number}
+        if self._rate > 0:
+            if self._start is None:
+                self._start = time.time() - number / self._rate
+            due = self._start + number / self._rate
+            if due > time.time():
+                time.sleep(due - time.time())
+            meta["scheduled_at"] = due
+        yield wire.encode_batch(Batch(batch.x, batch.y, meta))
+
+
+def text_batches(records, batch_size: int, *, parse: Callable, features_shape: Optional[Sequence[int]] = None,
+                 classes: Optional[int] = None, max_wait_ms: Optional[int] = None, rate: float = 0.0,
+                 execution: str = "thread", name: str = "tensair"):
+    """Mini-batches of a stream of text records (e.g. a Kafka topic's JSON values), grouped on
+    the JVM so that the records cross into Python once per batch.
+
+    Like :func:`to_batches` with ``parse``, with two differences: batch ``n`` holds the good
+    records among records ``n * batch_size .. (n + 1) * batch_size - 1`` (a bad record becomes a
+    dead letter and its batch is one record short, instead of the next record taking its
+    place), and a custom collate is not offered. The grouping's position and pending records are
+    Flink state. About 20x the records per second of ``to_batches`` on digits from Kafka
+    (docs/kafka.md).
+
+    Example::
+
+        records = kafka_examples(env, "127.0.0.1:19092", "digits")
+        batches = text_batches(records, 16, parse=json_example, classes=10, features_shape=(8, 8, 1))
+    """
+    from pyflink.common import Types as T
+    from pyflink.datastream import DataStream, ProcessFunction
+    from pyflink.java_gateway import get_gateway
+
+    from .execution import process
+
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ConfigError(f"batch_size must be an int >= 1. Received: batch_size={batch_size!r}")
+    if not callable(parse):
+        raise ConfigError(f"parse must be a function of one record. Received: parse={parse!r}")
+    if max_wait_ms is not None and (not isinstance(max_wait_ms, int) or max_wait_ms < 1):
+        raise ConfigError(f"max_wait_ms must be an int >= 1 or None. Received: max_wait_ms={max_wait_ms!r}")
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate < 0:
+        raise ConfigError(f"rate must be >= 0 batches per second (0: unpaced). Received: rate={rate!r}")
+    j_env = records._j_data_stream.getExecutionEnvironment()
+    add_channel_jar(j_env)
+    use_this_interpreter(j_env)
+    chunk_type = T.BASIC_ARRAY(T.STRING())
+    chunker = get_gateway().jvm.pyflinktensair.feedback.Chunks(batch_size, max_wait_ms or 0)
+    chunks = DataStream(records._j_data_stream.transform("chunks", chunk_type.get_java_type_info(), chunker))
+    chunks = chunks.name(f"{name}: group records on the JVM").uid(f"{name}-chunks").set_parallelism(1)
+    batcher = _ChunkBatcher(batch_size, parse, None if features_shape is None else tuple(features_shape), classes,
+                            float(rate))
+
+    class ChunkProcess(ProcessFunction):
+        def process_element(self, value, ctx):
+            yield from batcher(value)
+
+    made = process(chunks, ChunkProcess(), types.bytes_type(), execution)
+    return made.name(f"{name}: to mini-batches").uid(f"{name}-batcher").set_parallelism(1)

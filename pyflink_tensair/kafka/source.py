@@ -58,7 +58,7 @@ def topic_size(servers: str, topic: str) -> int:
         partitions = consumer.partitions_for_topic(topic)
         if not partitions:
             raise KafkaError(f"topic {topic!r} does not exist at {servers}: produce to it first "
-                             "(python -m pyflink_tensair.kafka.produce)")
+                             "(python -m pyflink_tensair.cli.produce)")
         parts = [TopicPartition(topic, p) for p in partitions]
         end, begin = consumer.end_offsets(parts), consumer.beginning_offsets(parts)
         return sum(end[p] - begin[p] for p in parts)
