@@ -338,8 +338,8 @@ class TrainConfig:
             counted in the ``bound_overflows`` metric: no batch is ever dropped.
         backpressure: hold the batch stream back while a replica is saturated (a quarter of its
             buffer held while the bound stops it), so that the bound holds when the source
-            outruns the replicas: a gate before the router waits (at most 250 ms from when a replica became
-            saturated) and
+            outruns the replicas: a gate before the router holds each batch (at most 1 s, and only while a
+            saturated replica reported in the last 250 ms that it is catching up) and
             Flink's backpressure carries on to the source. Replicas report their saturation
             through Flink, so this works across TaskManagers and for any source.
         mode: :class:`Mode` of the replicas: ``"train"`` (``"always"``), ``"serve"``

@@ -34,7 +34,7 @@ def test_a_chunk_becomes_one_batch_and_its_bad_records_dead_letters():
     from pyflink_tensair.flink.batching import _ChunkBatcher
 
     batcher = _ChunkBatcher(4, json_example, (2,), 3, 0.0)
-    chunk = ["5", '{"x": [1, 2], "y": 0}', "oops", '{"x": [3, 4], "y": 7}', '{"x": [5, 6], "y": 2}']
+    chunk = ["5", "20", '{"x": [1, 2], "y": 0}', "oops", '{"x": [3, 4], "y": 7}', '{"x": [5, 6], "y": 2}']
     out = list(batcher(chunk))
     letters = [wire.decode_dead_letter(o) for o in out if wire.peek_kind(o) == wire.KIND_DEAD_LETTER]
     assert [(l.reason, l.position) for l in letters] == [("not_a_record", 21), ("label_out_of_range", 22)]

@@ -69,6 +69,7 @@ class _Batcher(KeyedProcessFunction):
         self._progress_state = runtime_context.get_state(ValueStateDescriptor("progress", Types.STRING()))
         self._pending_state = runtime_context.get_list_state(ListStateDescriptor("pending", types.bytes_type()))
         self._loaded = False
+        self._restored = False  # a restored partial batch: its max_wait_ms deadline was not kept
         self._start = None  # with a rate: when batch 0 was (or would have been) due
 
     def _load(self):
@@ -84,9 +85,13 @@ class _Batcher(KeyedProcessFunction):
             self._seen = saved["seen"] + len(self._buffer)
             if saved["shape"] is not None:
                 self._features_shape = tuple(saved["shape"])
-        if self._buffer and self._features_shape is None:  # restored before the first save
-            self._features_shape, self._labelled = np.shape(self._buffer[0][0]), len(self._buffer[0]) == 2
+        if self._buffer:  # restored records, perhaps before the first save
+            self._restored = True
             self._seen = max(self._seen, len(self._buffer))
+            if self._features_shape is None:
+                self._features_shape = np.shape(self._buffer[0][0])
+            if self._labelled is None:
+                self._labelled = len(self._buffer[0]) == 2
 
     def _save(self, record=None):
         """One state write per pending record; the position only when a batch or dead letter
@@ -116,6 +121,7 @@ class _Batcher(KeyedProcessFunction):
     def _flush(self):
         batch = self._collate(self._buffer)
         self._buffer = []
+        self._restored = False
         if self._stateful:
             self._pending_state.clear()
         self._deadline = None
@@ -163,8 +169,10 @@ class _Batcher(KeyedProcessFunction):
 
     def on_timer(self, timestamp, ctx):
         self._load()
-        due = timestamp == END_OF_TIME or (self._deadline is not None and timestamp >= self._deadline)
+        due = (timestamp == END_OF_TIME or (self._deadline is not None and timestamp >= self._deadline)
+               or (self._restored and self._deadline is None))  # the restored timer of a restored batch
         if self._buffer and due:
+            self._restored = False
             out = self._flush()
             self._save()
             yield out
@@ -272,7 +280,7 @@ def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch]
 
 
 class _ChunkBatcher:
-    """Turns a chunk ``[n, record, ...]`` (:class:`Chunks` on the JVM) into batch ``n``: each record
+    """Turns a chunk ``[n, records before it, record, ...]`` (``Chunks`` on the JVM) into batch ``n``: each record
     parsed and checked as ``to_batches`` does, the bad ones set aside as dead letters (so batch ``n``
     may hold fewer records), the good ones collated and encoded once."""
 
@@ -287,10 +295,10 @@ class _ChunkBatcher:
         self._start = None
 
     def __call__(self, chunk):
-        number, records = int(chunk[0]), chunk[1:]
+        number, before, records = int(chunk[0]), int(chunk[1]), chunk[2:]
         good = []
         for i, text in enumerate(records):
-            position = number * self._batch_size + i
+            position = before + i
             try:
                 record = self._parse(text)
             except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
@@ -328,11 +336,12 @@ def text_batches(records, batch_size: int, *, parse: Callable, features_shape: O
     """Mini-batches of a stream of text records (e.g. a Kafka topic's JSON values), grouped on
     the JVM so that the records cross into Python once per batch.
 
-    Like :func:`to_batches` with ``parse``, with two differences: batch ``n`` holds the good
-    records among records ``n * batch_size .. (n + 1) * batch_size - 1`` (a bad record becomes a
-    dead letter and its batch is one record short, instead of the next record taking its
-    place), and a custom collate is not offered. The grouping's position and pending records are
-    Flink state. About 20x the records per second of ``to_batches`` on digits from Kafka
+    Like :func:`to_batches` with ``parse``, with three differences: batch ``n`` holds the good
+    records among the ``batch_size`` records of chunk ``n`` (a bad record becomes a dead letter
+    and its batch is one record short, instead of the next record taking its place); a custom
+    collate is not offered; and without ``features_shape`` the shape (and whether records carry
+    labels) is learned from the first good record of each run, not kept in state, so pass it when
+    checkpoints matter. The grouping's position and pending records are Flink state. About 20x the records per second of ``to_batches`` on digits from Kafka
     (docs/kafka.md).
 
     Example::

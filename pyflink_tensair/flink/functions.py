@@ -26,8 +26,8 @@ from ..errors import ProtocolError, WireFormatError
 from . import types
 from .checkpointing import ChunkedState, ValueStates
 
-END_OF_TIME = 2 ** 63 - 1
-CREDIT_REPEAT_S = 0.05  # well within the credit gate's quiet time (flink.loop.CREDIT_QUIET_MS)  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
+END_OF_TIME = 2 ** 63 - 1  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
+CREDIT_REPEAT_S = 0.05  # well within the credit gate's quiet time (flink.loop.CREDIT_QUIET_MS)
 
 
 def subtask_index(runtime_context) -> int:

@@ -47,14 +47,21 @@ CREDIT_QUIET_MS = 250
 
 def _chainable_upstream(transformation):
     """``transformation`` and the operators above it that may share its chain: one input each,
-    the same parallelism, up to (not across) a shuffle, and the source itself."""
+    the same parallelism and slot-sharing group (a co-location group must not span two), through
+    forward partitions, up to (not across) another shuffle, and the source itself."""
     found = [transformation]
     while True:
         inputs = list(transformation.getInputs())
         if len(inputs) != 1:
             return found
         upstream = inputs[0]
-        if "Partition" in upstream.getClass().getSimpleName() or upstream.getParallelism() != transformation.getParallelism():
+        if "Partition" in upstream.getClass().getSimpleName():
+            if "Forward" not in upstream.getPartitioner().getClass().getSimpleName():
+                return found
+            transformation = upstream  # virtual: walk on to the operator before it
+            continue
+        if (upstream.getParallelism() != found[-1].getParallelism()
+                or not upstream.getSlotSharingGroup().equals(found[-1].getSlotSharingGroup())):
             return found
         found.append(upstream)
         transformation = upstream

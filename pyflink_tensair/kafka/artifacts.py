@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import http.client
 import os
 import shutil
 import subprocess
@@ -41,8 +42,8 @@ def _download(url: str, target: str) -> None:
             data = response.read()
         with urllib.request.urlopen(url + ".sha1", timeout=60) as response:
             expected = response.read().decode().split()[0].strip()
-    except (urllib.error.URLError, OSError) as err:
-        raise KafkaError(f"could not fetch {url}: {err}. {_CONNECTOR_HINT}") from err
+    except (urllib.error.URLError, OSError, http.client.HTTPException, IndexError, UnicodeDecodeError) as err:
+        raise KafkaError(f"could not fetch {url}: {err!r}. {_CONNECTOR_HINT}") from err
     if hashlib.sha1(data).hexdigest() != expected:
         raise KafkaError(f"{url} does not match its published SHA-1 ({expected}): not saved")
     partial = target + ".part"
@@ -81,24 +82,30 @@ _BROKER_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
 def broker_libs(version: str = KAFKA_VERSION) -> str:
     """The folder of the broker's jars (``kafka_2.13`` and its runtime dependencies), resolved by
     Maven into the cache on first use."""
-    libs = os.path.join(cache_dir(), f"kafka-{version}", "libs")
-    if glob.glob(os.path.join(libs, f"kafka_2.13-{version}.jar")):
+    home = os.path.join(cache_dir(), f"kafka-{version}")
+    libs = os.path.join(home, "libs")
+    if os.path.isfile(os.path.join(libs, ".complete")):
         return libs
     mvn = shutil.which("mvn")
     if mvn is None:
         raise KafkaError("Maven ('mvn') is needed once to fetch the Kafka broker's jars from Maven Central: install "
                          "it (e.g. 'apt-get install maven'), or point --bootstrap-servers at a Kafka of your own")
-    with tempfile.TemporaryDirectory(prefix="tensair-kafka-") as build:
+    os.makedirs(home, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="resolving-", dir=home) as build:  # same file system: renamed whole
         with open(os.path.join(build, "pom.xml"), "w") as f:
             f.write(_BROKER_POM.format(central=MAVEN_CENTRAL, kafka=version, log4j=LOG4J_VERSION))
         staging = os.path.join(build, "libs")
         result = subprocess.run([mvn, "-q", "-B", "dependency:copy-dependencies", "-DincludeScope=runtime",
                                  f"-DoutputDirectory={staging}"], cwd=build, capture_output=True, text=True)
-        if result.returncode != 0:
+        if result.returncode != 0 or not glob.glob(os.path.join(staging, f"kafka_2.13-{version}.jar")):
             raise KafkaError(f"Maven could not fetch org.apache.kafka:kafka_2.13:{version}:\n"
                              f"{(result.stdout + result.stderr)[-3000:]}")
-        os.makedirs(os.path.dirname(libs), exist_ok=True)
+        open(os.path.join(staging, ".complete"), "w").close()
         if os.path.isdir(libs):
-            shutil.rmtree(libs)
-        shutil.move(staging, libs)
+            shutil.rmtree(libs)  # an incomplete copy
+        try:
+            os.rename(staging, libs)
+        except OSError:
+            if not os.path.isfile(os.path.join(libs, ".complete")):  # not another process's complete copy
+                raise
     return libs

@@ -91,10 +91,18 @@ def _alive(pid: int) -> bool:
 
 
 def recorded_pid(folder: str) -> Optional[int]:
+    """The PID ``folder`` recorded, if that process is still this folder's broker (a PID left by
+    a crash may since have been given to another process, which must not be signalled)."""
     try:
-        return int(open(_pid_file(folder)).read().strip())
+        pid = int(open(_pid_file(folder)).read().strip())
     except (OSError, ValueError):
         return None
+    try:
+        command = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+    except OSError:
+        return pid  # gone (or no /proc): harmless to report, _alive says whether it runs
+    config = os.path.join(os.path.abspath(folder), "server.properties")
+    return pid if "kafka.Kafka" in command and config in command else None
 
 
 def bootstrap_servers(folder: str) -> str:
@@ -150,6 +158,7 @@ def start(folder: str = DEFAULT_DIR, *, port: int = DEFAULT_PORT, controller_por
     deadline = time.time() + timeout
     while time.time() < deadline:
         if process.poll() is not None:
+            os.remove(_pid_file(folder))
             raise KafkaError(f"the broker exited ({process.returncode}); see {folder}/log/broker.log and broker.out")
         if _accepts(port) and _answers(servers):
             return servers
@@ -180,14 +189,19 @@ def stop(folder: str = DEFAULT_DIR, timeout: float = 30.0) -> Optional[int]:
     folder = os.path.abspath(folder)
     pid = recorded_pid(folder)
     if pid is None:
+        if os.path.exists(_pid_file(folder)):
+            os.remove(_pid_file(folder))  # a stale PID, now another process's: not signalled
         return None
-    if _alive(pid):
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.time() + timeout
-        while _alive(pid) and time.time() < deadline:
-            time.sleep(0.2)
+    try:
         if _alive(pid):
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.time() + timeout
+            while _alive(pid) and time.time() < deadline:
+                time.sleep(0.2)
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # it ended by itself meanwhile
     try:
         os.waitpid(pid, os.WNOHANG)  # reap it if this process started it
     except ChildProcessError:

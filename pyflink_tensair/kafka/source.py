@@ -10,7 +10,7 @@ Example::
 
     env = StreamExecutionEnvironment.get_execution_environment()
     records = kafka_examples(env, "127.0.0.1:19092", "digits")             # what the topic holds now
-    batches = to_batches(records, 16, parse=json_example, classes=10, features_shape=(8, 8, 1))
+    batches = text_batches(records, 16, parse=json_example, classes=10, features_shape=(8, 8, 1))
     out = train(batches, model=build_model, config=TrainConfig(replicas=2))
 
     >>> json_example('{"x": [0.5, 1.0], "y": 1}')
@@ -62,6 +62,8 @@ def topic_size(servers: str, topic: str) -> int:
         parts = [TopicPartition(topic, p) for p in partitions]
         end, begin = consumer.end_offsets(parts), consumer.beginning_offsets(parts)
         return sum(end[p] - begin[p] for p in parts)
+    except ClientError as err:
+        raise KafkaError(f"Kafka at {servers} did not say how many records {topic!r} holds: {err!r}") from err
     finally:
         consumer.close()
 

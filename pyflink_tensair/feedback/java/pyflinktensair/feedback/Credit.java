@@ -1,6 +1,8 @@
 package pyflinktensair.feedback;
 
+import java.util.HashMap;
 import java.util.HashSet;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
@@ -45,7 +47,8 @@ public final class Credit {
     /** The saturated replicas of one loop, as this JVM last heard. */
     static final class Saturation {
         private final Set<Integer> saturated = new HashSet<>(); // guarded by this
-        private long lastReport; // guarded by this: System.nanoTime() of the last report of a saturated replica
+        // guarded by this: System.nanoTime() of each saturated replica's last report
+        private final Map<Integer, Long> lastReport = new HashMap<>();
         private int attempt; // guarded by this
 
         /**
@@ -56,38 +59,43 @@ public final class Credit {
             if (attempt > this.attempt) {
                 this.attempt = attempt;
                 saturated.clear();
+                lastReport.clear();
                 notifyAll();
             }
         }
 
         synchronized void report(int replica, boolean isSaturated) {
             if (isSaturated) {
-                lastReport = System.nanoTime();
+                lastReport.put(replica, System.nanoTime());
                 saturated.add(replica);
             } else if (saturated.remove(replica)) {
+                lastReport.remove(replica);
                 notifyAll();
             }
         }
 
-        synchronized boolean any() {
-            return !saturated.isEmpty();
-        }
-
         /**
-         * Waits while a replica is saturated and the last report is at most {@code quietMs} old,
-         * at most {@code maxWaitMs}; returns the nanoseconds waited.
+         * Waits while a replica is saturated and the newest report of a saturated replica is at
+         * most {@code quietMs} old, at most {@code maxWaitMs}; returns the nanoseconds waited (0
+         * when it did not wait).
          */
         synchronized long awaitUnsaturated(long maxWaitMs, long quietMs) throws InterruptedException {
             long began = System.nanoTime();
             long waitEnd = began + maxWaitMs * 1_000_000L;
+            boolean waited = false;
             while (!saturated.isEmpty()) {
-                long left = Math.min(waitEnd, lastReport + quietMs * 1_000_000L) - System.nanoTime();
+                long latest = Long.MIN_VALUE; // the saturated replica that reported last is still catching up
+                for (long reported : lastReport.values()) {
+                    latest = Math.max(latest, reported);
+                }
+                long left = Math.min(waitEnd, latest + quietMs * 1_000_000L) - System.nanoTime();
                 if (left <= 0) {
                     break;
                 }
                 wait(Math.max(1L, left / 1_000_000L));
+                waited = true;
             }
-            return System.nanoTime() - began;
+            return waited ? System.nanoTime() - began : 0L;
         }
     }
 
