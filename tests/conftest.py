@@ -1,6 +1,8 @@
 import os
 import sys
 
+import pytest
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(__file__))  # tests import flink_harness
 
@@ -21,3 +23,20 @@ _ship_harness_by_value()
 def pytest_configure(config):
     config.addinivalue_line("markers", "flink: runs Flink jobs on a local mini-cluster")
     config.addinivalue_line("markers", "cluster: needs the standalone cluster that .ci/run starts")
+
+
+@pytest.fixture(scope="session")
+def flink_cluster(tmp_path_factory):
+    """The cluster .ci/run started (TENSAIR_CLUSTER_DIR), or one of our own for this session."""
+    folder = os.environ.get("TENSAIR_CLUSTER_DIR")
+    if folder:
+        yield os.path.abspath(folder)
+        return
+    from pyflink_tensair import cluster
+
+    folder = str(tmp_path_factory.mktemp("flink-cluster"))
+    cluster.start(folder, taskmanagers=2, slots=2, rest_port=18181, rpc_port=16223)
+    try:
+        yield folder
+    finally:
+        cluster.stop(folder)

@@ -16,21 +16,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICKSTART = os.path.join(ROOT, "jobs", "quickstart.py")
 
 
-@pytest.fixture(scope="session")
-def flink_cluster(tmp_path_factory):
-    """The cluster .ci/run started (TENSAIR_CLUSTER_DIR), or one of our own for this session."""
-    folder = os.environ.get("TENSAIR_CLUSTER_DIR")
-    if folder:
-        yield os.path.abspath(folder)
-        return
-    folder = str(tmp_path_factory.mktemp("flink-cluster"))
-    cluster.start(folder, taskmanagers=2, slots=2, rest_port=18181, rpc_port=16223)
-    try:
-        yield folder
-    finally:
-        cluster.stop(folder)
-
-
 def _job_id(output: str) -> str:
     match = re.search(r"JobID ([0-9a-f]{32})", output)
     assert match, output[-3000:]

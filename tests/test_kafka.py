@@ -88,20 +88,6 @@ def kafka_broker(tmp_path_factory):
         broker.stop(folder)
 
 
-@pytest.fixture(scope="session")
-def flink_cluster_dir(tmp_path_factory):
-    folder = os.environ.get("TENSAIR_CLUSTER_DIR")
-    if folder:
-        yield os.path.abspath(folder)
-        return
-    folder = str(tmp_path_factory.mktemp("flink-cluster"))
-    cluster.start(folder, taskmanagers=2, slots=2, rest_port=18281, rpc_port=16323)
-    try:
-        yield folder
-    finally:
-        cluster.stop(folder)
-
-
 def _fill(servers, topic, count, bad=()):
     from kafka import KafkaProducer
 
@@ -129,11 +115,11 @@ def _batch_sizes(outdir) -> dict:
 
 
 @pytest.mark.cluster
-def test_two_replicas_train_from_a_topic_with_flink_run(kafka_broker, flink_cluster_dir, tmp_path):
+def test_two_replicas_train_from_a_topic_with_flink_run(kafka_broker, flink_cluster, tmp_path):
     topic = f"digits-{int(time.time())}"
     assert _fill(kafka_broker, topic, 400, BAD_RECORDS) == 400
     summary_path = tmp_path / "summary.json"
-    result = cluster.submit(flink_cluster_dir, [IMAGES, "--source", "kafka", "--bootstrap-servers", kafka_broker,
+    result = cluster.submit(flink_cluster, [IMAGES, "--source", "kafka", "--bootstrap-servers", kafka_broker,
                                                 "--topic", topic, "--replicas", "2", "--batch-size", "8",
                                                 "--summary", str(summary_path), "--outdir", str(tmp_path / "out")],
                             timeout=600)
@@ -150,7 +136,7 @@ def test_two_replicas_train_from_a_topic_with_flink_run(kafka_broker, flink_clus
 
 @pytest.mark.cluster
 def test_a_lost_taskmanager_resumes_from_the_checkpointed_offsets_and_trains_every_record_once(
-        kafka_broker, flink_cluster_dir, tmp_path):
+        kafka_broker, flink_cluster, tmp_path):
     """The fault-tolerance test with the Kafka source: 1,200 records in batches of 4, replayed at
     10 batches/s so that a TaskManager dies mid-training; the restored job resumes at the
     checkpoint's offsets with the batcher's partial batch, so the final state holds 300 full
@@ -161,30 +147,30 @@ def test_a_lost_taskmanager_resumes_from_the_checkpointed_offsets_and_trains_eve
 
     topic = f"recovery-{int(time.time())}"
     assert _fill(kafka_broker, topic, 1200) == 1200
-    url = cluster.rest_url(flink_cluster_dir)
+    url = cluster.rest_url(flink_cluster)
     summary_path = tmp_path / "summary.json"
     outcome = {}
     args = [IMAGES, "--source", "kafka", "--bootstrap-servers", kafka_broker, "--topic", topic, "--replicas", "2",
             "--staleness-bound", "0", "--batch-size", "4", "--rate", "10", "--checkpoint-interval", "2",
             "--summary", str(summary_path), "--outdir", str(tmp_path / "out")]
-    runner = threading.Thread(target=lambda: outcome.update(result=cluster.submit(flink_cluster_dir, args, timeout=600)))
+    runner = threading.Thread(target=lambda: outcome.update(result=cluster.submit(flink_cluster, args, timeout=600)))
     runner.start()
     try:
-        job_id = cluster.running_job(flink_cluster_dir)
+        job_id = cluster.running_job(flink_cluster)
         deadline = time.time() + 180
         while time.time() < deadline and (_completed_checkpoints(url, job_id) < 1
                                           or _replica_metrics(url, job_id).get("model_version", {}).get("min", 0) < 20):
             time.sleep(1)
         assert _completed_checkpoints(url, job_id) >= 1, "no checkpoint completed"
-        killed = cluster.kill_taskmanager(flink_cluster_dir, cluster.taskmanager_pids(flink_cluster_dir)[0])
+        killed = cluster.kill_taskmanager(flink_cluster, cluster.taskmanager_pids(flink_cluster)[0])
         deadline = time.time() + 10
         while time.time() < deadline and any(cluster._alive(pid) for pid in killed):
             time.sleep(0.2)
         time.sleep(5)
-        cluster.ensure_taskmanagers(flink_cluster_dir, 2)
+        cluster.ensure_taskmanagers(flink_cluster, 2)
     finally:
         runner.join(600)
-        cluster.ensure_taskmanagers(flink_cluster_dir, 2)
+        cluster.ensure_taskmanagers(flink_cluster, 2)
     result = outcome["result"]
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(summary_path.read_text())

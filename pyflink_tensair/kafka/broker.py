@@ -22,6 +22,7 @@ import time
 import uuid
 from typing import Optional
 
+from ..cluster import _alive  # a PID that runs and is no zombie
 from ..errors import KafkaError
 from .artifacts import KAFKA_VERSION, broker_libs
 
@@ -76,18 +77,6 @@ def _java() -> str:
     java_home = os.environ.get("JAVA_HOME")
     java = os.path.join(java_home, "bin", "java") if java_home else "java"
     return java
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    try:  # a zombie (exited, not yet reaped) is not a broker
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def recorded_pid(folder: str) -> Optional[int]:
