@@ -65,6 +65,16 @@ rootLogger.appenderRef.file.ref = file
 """
 
 
+def _cluster_id() -> str:
+    """A random KRaft cluster id. Like Kafka's own ``Uuid.randomUuid``, never one that starts with
+    '-': the storage tool's argument parser would read it as an option (1 id in 64 did, and CI failed
+    with "argument --cluster-id/-t: expected one argument")."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def _pid_file(folder: str) -> str:
     return os.path.join(folder, "broker.pid")
 
@@ -131,7 +141,7 @@ def start(folder: str = DEFAULT_DIR, *, port: int = DEFAULT_PORT, controller_por
     classpath = os.path.join(libs, "*")
     java_opts = ["-Xms256m", "-Xmx1g", f"-Dlog4j2.configurationFile={log4j}", "-Dkafka.logs.dir=" + os.path.join(folder, "log")]
     if not os.path.isfile(os.path.join(folder, "data", "meta.properties")):
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = _cluster_id()
         formatted = subprocess.run([_java(), *java_opts, "-cp", classpath, "kafka.tools.StorageTool", "format",
                                     "-t", cluster_id, "-c", config], capture_output=True, text=True)
         if formatted.returncode != 0:
