@@ -23,6 +23,13 @@ after training. Cosines are taken after removing the vectors' common direction
     python jobs/word2vec.py --replicas 2 --summary runs/w2v.json
     python jobs/word2vec.py --corpus my_texts/ --vocab-size 20000 --dim 100 --passes 3
     flink run -py jobs/word2vec.py --replicas 2 --staleness-bound none
+    python jobs/word2vec.py --source kafka --bootstrap-servers 127.0.0.1:19092 --topic lines
+
+With ``--source kafka`` the text comes from a topic, one line of text per record (UTF-8; ``python
+-m pyflink_tensair.cli.produce --data text:shakespeare`` writes one), grouped into chunks of
+``--lines-per-chunk`` lines that are made into skip-gram batches inside the job
+(:mod:`pyflink_tensair.word2vec.lines`); the vocabulary, and the pairs the vectors are judged
+by, still come from ``--corpus`` (the words a streamed line adds are not in the tables).
 """
 
 from __future__ import annotations
@@ -66,7 +73,12 @@ def parse_args(argv):
     # Bounded by default: unbounded, each replica here trains faster than the other's 6.6 MB
     # messages come back, the loop's queues grow without end and the JVM ran out of heap.
     flags.add_job_arguments(parser, batches=None, batch_size=2048, window=50, staleness_bound=4)
+    flags.add_kafka_arguments(parser, records="text lines")
+    parser.add_argument("--lines-per-chunk", type=flags.at_least(1, name="lines_per_chunk"), default=1024,
+                        help="--source kafka: lines made into batches together (default: 1024, about 15 batches of "
+                             "2048 Shakespeare pairs; a chunk's last batch is topped up with its own pairs)")
     args, _ = parser.parse_known_args(argv)  # flink run -py passes arguments of its own
+    flags.check_kafka_arguments(args)
     return args
 
 
@@ -92,6 +104,22 @@ def choose_model(args, vocabulary_size: int):
         raise ModelError(f"--model {args.model} has {rows} rows and {context[0]} context columns; this corpus needs "
                          f">= {vocabulary_size} rows and --negatives {args.negatives} needs {1 + args.negatives} columns")
     return args.model
+
+
+def word2vec_batches(env, args, corpus: CorpusBatches, total):
+    """The job's batch stream: made by the source from the corpus, or from a Kafka topic of lines."""
+    if args.source != "kafka":
+        batches = batch_source(env, total, corpus, rate=args.rate, name="word2vec", execution=args.replica_execution)
+        return with_dead_letters(env, batches, corpus.bad_lines, name="word2vec")
+    from pyflink_tensair.flink.batching import Pacer, chunked_batches
+    from pyflink_tensair.kafka.source import kafka_examples
+    from pyflink_tensair.word2vec.lines import LineChunkBatches
+
+    lines = kafka_examples(env, args.bootstrap_servers, args.topic, group_id=args.group_id, start=args.kafka_start,
+                           until=args.kafka_until, connector=args.kafka_connector, name="word2vec")
+    return chunked_batches(lines, args.lines_per_chunk, LineChunkBatches(corpus, Pacer(args.rate)),
+                           max_wait_ms=1000 if args.kafka_until == "never" else None,
+                           execution=args.replica_execution, name="word2vec")
 
 
 def target_table(keras_model) -> np.ndarray:
@@ -157,23 +185,30 @@ def main(argv=None):
     total = corpus.total_batches if args.batches is None else min(args.batches, corpus.total_batches)
     print(f"corpus: {corpus.corpus}: {sum(line.size for line in corpus.encoded):,} tokens, {len(corpus.vocabulary):,} "
           f"words in the vocabulary (tables of {args.vocab_size:,} x {args.dim}); {corpus.batches_per_pass[0]:,} batches "
-          f"of {args.batch_size} pairs per pass, {total:,} batches in all")
+          f"of {args.batch_size} pairs per pass" + (f", {total:,} batches in all" if args.source != "kafka" else ""))
+    if args.source == "kafka":
+        from pyflink_tensair.kafka.source import topic_size
+
+        lines = topic_size(args.bootstrap_servers, args.topic) if args.kafka_until == "latest" else None
+        total = None  # the pairs a line makes are known only once it is read
+        print(f"data: Kafka topic {args.topic} at {args.bootstrap_servers}, "
+              + (f"{lines} lines now" if lines is not None else "followed until the job is stopped")
+              + f"; the vocabulary from {corpus.corpus}")
     model = choose_model(args, len(corpus.vocabulary))
     words = [w for w in args.probe_words.split(",") if w in corpus.vocabulary]
     probe = functools.partial(neighbours_probe, vocabulary=corpus.vocabulary, words=words, k=5) if words else None
     env = StreamExecutionEnvironment.get_execution_environment()
     batch_bytes = args.batch_size * (1 + 2 * (1 + args.negatives)) * 4
     config = flags.config_from_args(args, name="word2vec",
-                                    buffer_capacity=flags.held_batches_capacity(args, total, batch_bytes))
-    if corpus.bad_lines:
+                                    buffer_capacity=flags.held_batches_capacity(args, total or 0, batch_bytes))
+    if corpus.bad_lines and args.source != "kafka":  # with Kafka the corpus gives only the vocabulary
         first = corpus.bad_lines[0]
         if config.guards.bad_input == "fail":
             raise BadInputError(f"{len(corpus.bad_lines)} line(s) of the corpus are not UTF-8, the first {first.detail} "
                                 f"(byte offset {first.position}). --bad-input dead_letter skips them and lists them in "
                                 "<outdir>/dead-letters-*.jsonl")
         print(f"corpus: {len(corpus.bad_lines)} line(s) are not UTF-8 and are set aside (the first: {first.detail})")
-    batches = batch_source(env, total, corpus, rate=args.rate, name="word2vec", execution=args.replica_execution)
-    output = train(with_dead_letters(env, batches, corpus.bad_lines, name="word2vec"), model=model, config=config,
+    output = train(word2vec_batches(env, args, corpus, total), model=model, config=config,
                    probe=probe, probe_every_s=args.probe_every, sample=corpus(0))
     outdir = os.path.abspath(args.outdir or flags.default_outdir("word2vec"))
     args.outdir = outdir

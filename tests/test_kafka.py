@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -12,10 +14,12 @@ pytest.importorskip("pyflink")
 from pyflink_tensair import cluster  # noqa: E402
 from pyflink_tensair.errors import ConfigError, KafkaError  # noqa: E402
 from pyflink_tensair.kafka import broker  # noqa: E402
+from pyflink_tensair.core import wire  # noqa: E402
 from pyflink_tensair.kafka.source import encode_example, json_example  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMAGES = os.path.join(ROOT, "jobs", "image_classification.py")
+WORD2VEC = os.path.join(ROOT, "jobs", "word2vec.py")
 BAD_RECORDS = [b"not json at all", b'{"x": [1, 2], "y": 3}', b'{"y": 1}']  # no JSON, wrong shape, no features
 
 
@@ -95,6 +99,12 @@ def kafka_broker(tmp_path_factory):
         yield servers
     finally:
         broker.stop(folder)
+
+
+def _run_job(script, *args, timeout=600):
+    """A job on the local mini-cluster, as a user runs it."""
+    return subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env=cluster.client_environment())
 
 
 def _fill(servers, topic, count, bad=()):
@@ -189,3 +199,37 @@ def test_a_lost_taskmanager_resumes_from_the_checkpointed_offsets_and_trains_eve
     assert summary["dead_letters"] == 0
     sizes = _batch_sizes(tmp_path / "out")
     assert sorted(sizes) == list(range(300)) and set(sizes.values()) == {4}  # 1,200 records, none lost
+
+
+def test_word2vec_trains_from_a_topic_of_lines(kafka_broker, tmp_path):
+    """The word2vec job from a topic of text lines (one partition: chunks in a known order), a line
+    that is not UTF-8 among them: the batches are those of the chunks, the bad line a dead letter,
+    and the vectors learn which words go together."""
+    from kafka import KafkaProducer
+
+    from flink_harness import write_topic_corpus
+    from pyflink_tensair.cli.produce import text_lines
+    from pyflink_tensair.kafka.produce import produce
+    from pyflink_tensair.word2vec import CorpusBatches, LineChunkBatches
+
+    corpus, topic = write_topic_corpus(tmp_path / "corpus"), f"lines-{int(time.time())}"
+    lines = list(text_lines(f"text:{corpus}", passes=3))
+    assert produce(kafka_broker, topic, lines) == 4500
+    producer = KafkaProducer(bootstrap_servers=kafka_broker)
+    producer.send(topic, b"a line \xff\xfe that is not UTF-8")
+    producer.close()
+    settings = ["--vocab-size", "500", "--dim", "16", "--batch-size", "256", "--learning-rate", "32"]
+    summary_path = tmp_path / "summary.json"
+    result = _run_job(WORD2VEC, "--source", "kafka", "--bootstrap-servers", kafka_broker, "--topic", topic,
+                      "--corpus", str(corpus), "--replicas", "2", *settings, "--lines-per-chunk", "512",
+                      "--probe-words", "king", "--outdir", str(tmp_path / "out"), "--summary", str(summary_path))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads(summary_path.read_text())
+    make = LineChunkBatches(CorpusBatches(corpus, vocab_size=500, batch_size=256))
+    texts = [line.decode() for line in lines] + ["a line \ufffd\ufffd that is not UTF-8"]
+    expected = sum(wire.peek_kind(made) == wire.KIND_BATCH for n in range(0, len(texts), 512)
+                   for made in make([str(n // 512), str(n), *texts[n:n + 512]]))
+    assert summary["batches"] == expected and summary["dead_letters"] == 1 and summary["finished_replicas"] == [0, 1]
+    cosine = summary["cosine"]
+    assert cosine["cooccurring_after"] > cosine["shuffled_after"] + 0.1
+

@@ -115,6 +115,34 @@ def test_without_subsampling_a_pass_holds_exactly_every_pair_once():
     assert stream.batches_per_pass() == 3 and len(list(stream.batches())) == 3  # the 16th pair is dropped
 
 
+def test_a_chunk_of_streamed_lines_trains_every_pair_at_least_once_in_whole_batches(tmp_path):
+    from pyflink_tensair.core import wire
+    from pyflink_tensair.word2vec import CorpusBatches, LineChunkBatches
+
+    (tmp_path / "c.txt").write_text("a b c d e\nf g\nh\n" * 5)
+    make = LineChunkBatches(CorpusBatches(tmp_path, vocab_size=100, window=2, batch_size=4, subsample=0))
+    lines = ["a b c d e", "f g", "h", "not in it", "b \ufffd c"]
+    made = [wire.decode_dead_letter(m) if wire.peek_kind(m) == wire.KIND_DEAD_LETTER else wire.decode_batch(m)
+            for m in make(["5", "100", *lines])]
+    letters, batches = made[:1], made[1:]
+    assert [(d.reason, d.position, d.what) for d in letters] == [("bad_utf8", 104, "line")]
+    vocab = make.corpus.vocabulary
+    pairs = collections.Counter((int(t), int(c)) for b in batches for t, c in zip(b.x["target"], b.x["context"][:, 0]))
+    expected = {(vocab.index(w), vocab.index(v)) for line in lines[:3] for i, w in enumerate(line.split())
+                for j, v in enumerate(line.split()) if 1 <= abs(i - j) <= 2}
+    assert len(expected) == 16 and set(pairs) == expected  # 16 pairs: 4 whole batches, none topped up
+    assert [b.id for b in batches] == [5 * 65536 + j for j in range(4)]
+    again = list(make(["5", "100", *lines]))  # a restored job makes the same batches
+    assert [wire.decode_batch(m).x["context"].tolist() for m in again[1:]] == [b.x["context"].tolist() for b in batches]
+    topped = [wire.decode_batch(m) for m in make(["6", "105", "a b"])]  # 2 pairs: one batch, each pair twice
+    assert len(topped) == 1 and sorted(zip(topped[0].x["target"].tolist(), topped[0].x["context"][:, 0].tolist())) == \
+        sorted(2 * [(vocab.index("a"), vocab.index("b")), (vocab.index("b"), vocab.index("a"))])
+    short = [wire.decode_batch(m) for m in make(["7", "106", "a b c"])]  # 6 pairs: two batches, 2 drawn again
+    assert len(short) == 2 and all(b.x["target"].shape == (4,) for b in short)
+    assert {(int(t), int(c)) for b in short for t, c in zip(b.x["target"], b.x["context"][:, 0])} == {
+        (vocab.index(w), vocab.index(v)) for i, w in enumerate("abc") for j, v in enumerate("abc") if i != j}
+
+
 def test_a_single_array_is_one_line_and_corpus_order_is_kept_without_shuffling():
     stream = skipgram.SkipGramBatches(np.array([0, 1, 2, 3], np.int32), np.array([4, 3, 2, 1]), window=1,
                                   batch_size=2, subsample=0, shuffle=False)

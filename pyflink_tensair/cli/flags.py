@@ -273,13 +273,14 @@ def default_outdir(job: str) -> str:
     return os.path.abspath(os.path.join("runs", f"{job}-{time.strftime('%Y%m%d-%H%M%S')}"))
 
 
-def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--source kafka`` and how to reach the topic (:mod:`pyflink_tensair.kafka.source`)."""
+def add_kafka_arguments(parser: argparse.ArgumentParser, records: str = "JSON records") -> None:
+    """``--source kafka`` and how to reach the topic (:mod:`pyflink_tensair.kafka.source`);
+    ``records`` says what the topic holds, for the help."""
     from ..kafka.source import STARTS, UNTIL
 
     parser.add_argument("--source", choices=["generated", "kafka"], default="generated",
-                        help="where the examples come from: made inside the job (default) or a Kafka topic of JSON "
-                             "records (python -m pyflink_tensair.cli.produce writes one)")
+                        help=f"where the examples come from: made inside the job (default) or a Kafka topic of {records} "
+                             "(python -m pyflink_tensair.cli.produce writes one)")
     parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="the Kafka brokers, with --source kafka")
     parser.add_argument("--topic", help="the topic to train from, with --source kafka")
     parser.add_argument("--group-id", default="pyflink-tensair", help="the Kafka consumer group (default: pyflink-tensair)")

@@ -50,7 +50,7 @@ class _Batcher(KeyedProcessFunction):
 
     def __init__(self, batch_size: int, collate: Callable, max_wait_ms: Optional[int],
                  features_shape: Optional[tuple], classes: Optional[int], parse: Optional[Callable], rate: float = 0.0):
-        self._rate = rate
+        self._pacer = Pacer(rate)
         self._batch_size = batch_size
         self._collate = collate
         self._max_wait_ms = max_wait_ms
@@ -70,7 +70,6 @@ class _Batcher(KeyedProcessFunction):
         self._pending_state = runtime_context.get_list_state(ListStateDescriptor("pending", types.bytes_type()))
         self._loaded = False
         self._restored = False  # a restored partial batch: its max_wait_ms deadline was not kept
-        self._start = None  # with a rate: when batch 0 was (or would have been) due
 
     def _load(self):
         """Reads the state once, in the first callback (state needs a key; open has none)."""
@@ -126,14 +125,8 @@ class _Batcher(KeyedProcessFunction):
             self._pending_state.clear()
         self._deadline = None
         meta = dict(batch.meta)
-        meta.setdefault("id", self._count)
-        if self._rate > 0:  # batch i no earlier than start + i / rate (after a restore: from then on)
-            if self._start is None:
-                self._start = time.time() - self._count / self._rate
-            due = self._start + self._count / self._rate
-            if due > time.time():
-                time.sleep(due - time.time())
-            meta["scheduled_at"] = due
+        paced = self._pacer.meta(meta.get("id", self._count), position=self._count)
+        meta.update({k: v for k, v in paced.items() if k not in meta})
         self._count += 1
         return wire.encode_batch(Batch(batch.x, batch.y, meta))
 
@@ -279,6 +272,36 @@ def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch]
     return batches.name(f"{name}: to mini-batches").uid(f"{name}-batcher").set_parallelism(1)
 
 
+class Pacer:
+    """Paces numbered batches at ``rate`` per second (0: unpaced): batch ``n`` goes out no earlier
+    than ``start + n / rate``, ``start`` taken from the first batch this process sees (after a
+    restore: paced from then on). :meth:`meta` waits until the batch is due and returns its
+    ``{"id": n, "scheduled_at": due}``.
+
+    Example::
+
+        >>> Pacer(0).meta(7)
+        {'id': 7}
+    """
+
+    def __init__(self, rate: float):
+        self.rate = float(rate)
+        self._start = None
+
+    def meta(self, number: int, position: Optional[float] = None) -> dict:
+        """``position``: where the batch falls in the paced sequence (default: ``number``)."""
+        meta = {"id": int(number)}
+        if self.rate > 0:
+            at = number if position is None else position
+            if self._start is None:
+                self._start = time.time() - at / self.rate
+            due = self._start + at / self.rate
+            if due > time.time():
+                time.sleep(due - time.time())
+            meta["scheduled_at"] = due
+        return meta
+
+
 class _ChunkBatcher:
     """Turns a chunk ``[n, records before it, record, ...]`` (``Chunks`` on the JVM) into batch ``n``: each record
     parsed and checked as ``to_batches`` does, the bad ones set aside as dead letters (so batch ``n``
@@ -290,9 +313,8 @@ class _ChunkBatcher:
         self._parse = parse
         self._features_shape = features_shape
         self._classes = classes
-        self._rate = rate
+        self._pacer = Pacer(rate)
         self._labelled: Optional[bool] = None
-        self._start = None
 
     def __call__(self, chunk):
         number, before, records = int(chunk[0]), int(chunk[1]), chunk[2:]
@@ -319,15 +341,7 @@ class _ChunkBatcher:
         if not good:
             return
         batch = collate_pairs(good)
-        meta = {"id": number}
-        if self._rate > 0:
-            if self._start is None:
-                self._start = time.time() - number / self._rate
-            due = self._start + number / self._rate
-            if due > time.time():
-                time.sleep(due - time.time())
-            meta["scheduled_at"] = due
-        yield wire.encode_batch(Batch(batch.x, batch.y, meta))
+        yield wire.encode_batch(Batch(batch.x, batch.y, self._pacer.meta(number)))
 
 
 def text_batches(records, batch_size: int, *, parse: Callable, features_shape: Optional[Sequence[int]] = None,
@@ -349,33 +363,47 @@ def text_batches(records, batch_size: int, *, parse: Callable, features_shape: O
         records = kafka_examples(env, "127.0.0.1:19092", "digits")
         batches = text_batches(records, 16, parse=json_example, classes=10, features_shape=(8, 8, 1))
     """
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ConfigError(f"batch_size must be an int >= 1. Received: batch_size={batch_size!r}")
+    if not callable(parse):
+        raise ConfigError(f"parse must be a function of one record. Received: parse={parse!r}")
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate < 0:
+        raise ConfigError(f"rate must be >= 0 batches per second (0: unpaced). Received: rate={rate!r}")
+    batcher = _ChunkBatcher(batch_size, parse, None if features_shape is None else tuple(features_shape), classes,
+                            float(rate))
+    return chunked_batches(records, batch_size, batcher, max_wait_ms=max_wait_ms, execution=execution, name=name)
+
+
+def chunked_batches(records, chunk_size: int, make: Callable, *, max_wait_ms: Optional[int] = None,
+                    execution: str = "thread", name: str = "tensair"):
+    """The encoded batches (and dead letters) ``make`` yields for each chunk of ``chunk_size``
+    text records, grouped on the JVM (``Chunks``: the grouping's position and pending records are
+    Flink state) so that the records cross into Python once per chunk. ``make`` gets
+    ``[n, records before chunk n, record, ...]`` (strings) and yields bytes; it must be picklable
+    and depend only on the chunk, so that a restored job makes exactly the same batches.
+    :func:`text_batches` makes one batch per chunk; the word2vec job many
+    (:class:`pyflink_tensair.word2vec.lines.LineChunkBatches`)."""
     from pyflink.common import Types as T
     from pyflink.datastream import DataStream, ProcessFunction
     from pyflink.java_gateway import get_gateway
 
     from .execution import process
 
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ConfigError(f"batch_size must be an int >= 1. Received: batch_size={batch_size!r}")
-    if not callable(parse):
-        raise ConfigError(f"parse must be a function of one record. Received: parse={parse!r}")
+    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
+        raise ConfigError(f"chunk_size must be an int >= 1. Received: chunk_size={chunk_size!r}")
     if max_wait_ms is not None and (not isinstance(max_wait_ms, int) or max_wait_ms < 1):
         raise ConfigError(f"max_wait_ms must be an int >= 1 or None. Received: max_wait_ms={max_wait_ms!r}")
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate < 0:
-        raise ConfigError(f"rate must be >= 0 batches per second (0: unpaced). Received: rate={rate!r}")
     j_env = records._j_data_stream.getExecutionEnvironment()
     add_channel_jar(j_env)
     use_this_interpreter(j_env)
     chunk_type = T.BASIC_ARRAY(T.STRING())
-    chunker = get_gateway().jvm.pyflinktensair.feedback.Chunks(batch_size, max_wait_ms or 0)
+    chunker = get_gateway().jvm.pyflinktensair.feedback.Chunks(chunk_size, max_wait_ms or 0)
     chunks = DataStream(records._j_data_stream.transform("chunks", chunk_type.get_java_type_info(), chunker))
     chunks = chunks.name(f"{name}: group records on the JVM").uid(f"{name}-chunks").set_parallelism(1)
-    batcher = _ChunkBatcher(batch_size, parse, None if features_shape is None else tuple(features_shape), classes,
-                            float(rate))
 
     class ChunkProcess(ProcessFunction):
         def process_element(self, value, ctx):
-            yield from batcher(value)
+            yield from make(value)
 
     made = process(chunks, ChunkProcess(), types.bytes_type(), execution)
     return made.name(f"{name}: to mini-batches").uid(f"{name}-batcher").set_parallelism(1)

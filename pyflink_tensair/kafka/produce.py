@@ -15,8 +15,9 @@ from ..errors import KafkaError
 
 def produce(servers: str, topic: str, records, *, rate: float = 0.0, partitions: int = 1,
             progress_every: float = 3.0, out=sys.stdout) -> int:
-    """Sends ``records`` (``(x, y)`` pairs) to ``topic``, paced at ``rate`` per second (0: unpaced);
-    returns how many the broker acknowledged."""
+    """Sends ``records`` to ``topic``, paced at ``rate`` per second (0: unpaced); returns how many
+    the broker acknowledged. A record is ``(x, y)`` (sent as :func:`~.source.encode_example`'s
+    JSON) or ``bytes`` (sent as they are: e.g. a line of text for the word2vec job)."""
     from kafka import KafkaProducer
     from kafka.errors import KafkaError as ClientError
 
@@ -31,12 +32,13 @@ def produce(servers: str, topic: str, records, *, rate: float = 0.0, partitions:
     began = last = time.time()
     sent = 0
     try:
-        for x, y in records:
+        for record in records:
             if rate > 0:
                 wait = began + sent / rate - time.time()
                 if wait > 0:
                     time.sleep(wait)
-            producer.send(topic, encode_example(x, y), partition=sent % partitions)
+            value = bytes(record) if isinstance(record, (bytes, bytearray)) else encode_example(*record)
+            producer.send(topic, value, partition=sent % partitions)
             sent += 1
             if time.time() - last >= progress_every:
                 last = time.time()

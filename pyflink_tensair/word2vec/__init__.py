@@ -7,6 +7,7 @@ comes from :mod:`pyflink_tensair.datasets.corpus`):
   :func:`encode_corpus`;
 - :mod:`.skipgram`: :class:`SkipGramBatches` for :func:`pyflink_tensair.models.zoo.word2vec`;
 - :mod:`.stream`: :class:`CorpusBatches`, batch ``n`` of a corpus, for a Flink source;
+- :mod:`.lines`: :class:`LineChunkBatches`, the batches of a chunk of streamed lines (Kafka);
 - :mod:`.evaluation`: pairs of words, cosines, neighbours, the word2vec text format;
 - :mod:`.probe`: :func:`neighbours_probe`, what replica 0 reports while it trains.
 
@@ -23,7 +24,8 @@ from .._lazy import lazy_exports
 _NAMES = {
     "Vocabulary": ".vocabulary", "encode_corpus": ".vocabulary", "encode_line": ".vocabulary",
     "tokenize": ".vocabulary",
-    "SkipGramBatches": ".skipgram", "CorpusBatches": ".stream", "neighbours_probe": ".probe",
+    "SkipGramBatches": ".skipgram", "CorpusBatches": ".stream", "LineChunkBatches": ".lines",
+    "neighbours_probe": ".probe",
     "centered": ".evaluation", "cooccurring_pairs": ".evaluation", "mean_cosine": ".evaluation",
     "nearest_neighbours": ".evaluation", "random_pairs": ".evaluation", "shuffled_pairs": ".evaluation",
     "write_word2vec_text": ".evaluation",

@@ -129,7 +129,12 @@ class SkipGramBatches:
         if target.size != self.batch_size:
             raise IndexError(f"pass {pass_number} has {targets.size // self.batch_size} whole batches; "
                              f"received index={index}")
-        context = np.empty((self.batch_size, 1 + self.negatives), np.int32)
+        return self.batch_of(target, positive, batch_number)
+
+    def batch_of(self, target: np.ndarray, positive: np.ndarray, batch_number: int) -> Batch:
+        """The batch of these ``(target, positive context)`` pairs, its negatives drawn from
+        ``seed`` and ``batch_number`` (its ``meta["id"]``)."""
+        context = np.empty((target.size, 1 + self.negatives), np.int32)
         context[:, 0] = positive
         context[:, 1:] = self._negatives(positive, np.random.default_rng([self.seed, 2, batch_number]))
         y = np.zeros(context.shape, np.float32)
