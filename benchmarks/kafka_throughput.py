@@ -13,6 +13,15 @@ trained batch (the job's ``batches_per_s``), the baseline from its first to its 
 neither counts start-up. Each figure is repeated ``--repeats`` times, alternating, and the ratio
 is taken per repeat; prints medians with their spread. Needs a broker: ``--bootstrap-servers``,
 or one is started for the run (``--dir``) and stopped after.
+
+``--paced``: the sustainable rate instead of the drain rate, found as ``benchmarks run`` finds
+it (:mod:`benchmarks.throughput.search`: double while sustainable, then ``--bisections`` steps):
+at a probe rate R (records/s) batch ``i`` of the topic is due at ``start + i * batch / R``, each
+side waits for it (ours: ``--rate`` of the job, the batcher's pacer; the consumer: a sleep before
+the step), and R is sustainable when the delay of the trained batches behind their schedule
+stays bounded (:mod:`benchmarks.throughput.verdict`, the same judge as the other systems).
+
+    python -m benchmarks.kafka_throughput --paced --records 6000 --repeats 1 --replicas 1,2
 """
 
 from __future__ import annotations
@@ -32,8 +41,10 @@ BATCH_SIZE = 16
 LEARNING_RATE = 5e-3
 
 
-def consumer_baseline(servers: str, topic: str, records: int, batch_size: int = BATCH_SIZE) -> dict:
-    """Kafka-ML's way: poll, parse, ``train_on_batch``; returns records/s between the first and last step."""
+def consumer_baseline(servers: str, topic: str, records: int, batch_size: int = BATCH_SIZE, rate: float = 0.0) -> dict:
+    """Kafka-ML's way: poll, parse, ``train_on_batch``; returns records/s between the first and last
+    step. ``rate`` > 0 (records/s): batch ``i`` waits until it is due, and its delay behind the
+    schedule is recorded (``delays``: ``(due, delay_s)`` per step)."""
     import numpy as np
     from kafka import KafkaConsumer
 
@@ -43,7 +54,7 @@ def consumer_baseline(servers: str, topic: str, records: int, batch_size: int = 
     model = zoo.digits_cnn(learning_rate=LEARNING_RATE)
     consumer = KafkaConsumer(topic, bootstrap_servers=servers, auto_offset_reset="earliest", enable_auto_commit=False,
                              group_id=f"baseline-{time.time()}", consumer_timeout_ms=30000)
-    pending, seen, steps, first, loss = [], 0, 0, None, None
+    pending, seen, steps, first, loss, delays, start = [], 0, 0, None, None, [], None
     try:
         for message in consumer:
             x, y = json_example(message.value.decode())
@@ -54,29 +65,82 @@ def consumer_baseline(servers: str, topic: str, records: int, batch_size: int = 
                 ys = np.asarray([p[1] for p in pending])
                 if first is None:
                     model.train_on_batch(xs, ys)  # the first step builds and compiles: not timed
-                    first = time.perf_counter()
+                    first = start = time.perf_counter()
                 else:
+                    due = None
+                    if rate > 0:
+                        due = start + steps * batch_size / rate
+                        if due > time.perf_counter():
+                            time.sleep(due - time.perf_counter())
                     loss = model.train_on_batch(xs, ys)
                     steps += 1
+                    if due is not None:
+                        delays.append((due, time.perf_counter() - due))
                 pending = []
             if seen == records:
                 break
     finally:
         consumer.close()
     elapsed = time.perf_counter() - first
-    return {"records": seen, "records_per_s": steps * batch_size / elapsed, "final_loss": float(np.ravel(loss)[0])}
+    return {"records": seen, "records_per_s": steps * batch_size / elapsed, "final_loss": float(np.ravel(loss)[0]),
+            "steps": steps, "delays": delays}
 
 
-def ours(servers: str, topic: str, replicas: int, outdir: str) -> dict:
+def ours(servers: str, topic: str, replicas: int, outdir: str, rate: float = 0.0) -> dict:
+    """The image job from the topic; ``rate`` > 0 (records/s) paces its batches, and ``delays``
+    are the trained batches' ``(scheduled, delay_s)`` from its metrics."""
+    from pyflink_tensair.cli.progress import LinesFollower
+    from pyflink_tensair.core.events import Metrics
+
     summary_path = os.path.join(outdir, "summary.json")
     command = [sys.executable, IMAGES, "--source", "kafka", "--bootstrap-servers", servers, "--topic", topic,
                "--replicas", str(replicas), "--batch-size", str(BATCH_SIZE), "--learning-rate", str(LEARNING_RATE),
-               "--outdir", outdir, "--summary", summary_path]
+               "--outdir", outdir, "--summary", summary_path, "--rate", str(rate / BATCH_SIZE)]
     with open(os.path.join(outdir, "job.log"), "w") as log:
         subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
     summary = json.load(open(summary_path))
+    metrics = [m for m in LinesFollower(outdir, "metrics", Metrics.from_json).poll() if m.phase == "batch"]
     return {"records_per_s": summary["batches_per_s"] * BATCH_SIZE, "batches": summary["batches"],
-            "holdout_accuracy": summary.get("holdout_accuracy")}
+            "holdout_accuracy": summary.get("holdout_accuracy"),
+            "delays": [(m.time - m.delay_s, m.delay_s) for m in metrics if m.delay_s is not None]}
+
+
+def sustainable_rate(run, batches: int, start: float, bisections: int) -> dict:
+    """The highest records/s ``run(rate)`` keeps up with: the rate search and verdict of ``benchmarks run``."""
+    from benchmarks.throughput.search import best_rate, search
+    from benchmarks.throughput.verdict import judge
+
+    def probe(rate):
+        result = run(rate)
+        verdict = judge(result["delays"], expected=batches)
+        print(f"    {rate:.0f} records/s: {'sustainable' if verdict.sustainable else 'NOT sustainable'} "
+              f"({verdict.reason})", flush=True)
+        return verdict.sustainable, verdict.to_dict()
+
+    probes = search(probe, start=start, bisections=bisections, max_rate=16384, min_rate=16)
+    return {"records_per_s": best_rate(probes) or 0.0,
+            "probes": [{"rate": p.rate, "sustainable": p.sustainable, **p.detail} for p in probes]}
+
+
+def _paced(servers, topic, records, counts, repeats, start, bisections) -> dict:
+    """Per repeat, the sustainable rate of the consumer and of ours at each replica count."""
+    batches = -(-records // BATCH_SIZE)
+    runs = {"baseline": []}
+    runs.update({f"ours x{r}": [] for r in counts})
+    for repeat in range(repeats):
+        print(f"repeat {repeat + 1}: baseline", flush=True)
+        runs["baseline"].append(sustainable_rate(
+            lambda rate: consumer_baseline(servers, topic, records, rate=rate), batches - 1, start, bisections))  # step 0 is untimed
+        for r in counts:
+            print(f"repeat {repeat + 1}: ours x{r}", flush=True)
+
+            def run_ours(rate, r=r):
+                with tempfile.TemporaryDirectory(prefix="tensair-kafka-ours-") as outdir:
+                    return ours(servers, topic, r, outdir, rate=rate)
+            runs[f"ours x{r}"].append(sustainable_rate(run_ours, batches, start, bisections))
+        print(f"repeat {repeat + 1}: " + ", ".join(f"{k} {v[-1]['records_per_s']:.0f} records/s sustained"
+                                                   for k, v in runs.items()), flush=True)
+    return runs
 
 
 def _median(values):
@@ -91,6 +155,9 @@ def main(argv=None) -> None:
     parser.add_argument("--replicas", default="1,2", help="replica counts of ours (default: 1,2)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", metavar="PATH", help="write the figures here")
+    parser.add_argument("--paced", action="store_true", help="sustainable rates by a rate search, not drain rates")
+    parser.add_argument("--start-rate", type=float, default=400.0, help="--paced: the first probe, records/s (default 400)")
+    parser.add_argument("--bisections", type=int, default=2, help="--paced: bisection steps (default 2)")
     args = parser.parse_args(argv)
 
     from pyflink_tensair.kafka import broker
@@ -107,24 +174,29 @@ def main(argv=None) -> None:
         passes = -(-args.records // 1500)
         produce(servers, topic, examples("digits", passes=passes, limit=args.records), progress_every=30)
         counts = [int(r) for r in args.replicas.split(",")]
-        runs = {"baseline": []}
-        runs.update({f"ours x{r}": [] for r in counts})
-        for repeat in range(args.repeats):
-            runs["baseline"].append(consumer_baseline(servers, topic, args.records))
-            for r in counts:
-                with tempfile.TemporaryDirectory(prefix="tensair-kafka-ours-") as outdir:
-                    runs[f"ours x{r}"].append(ours(servers, topic, r, outdir))
-            print(f"repeat {repeat + 1}: " + ", ".join(f"{k} {v[-1]['records_per_s']:.0f} records/s" for k, v in runs.items()),
-                  flush=True)
+        if args.paced:
+            runs = _paced(servers, topic, args.records, counts, args.repeats, args.start_rate, args.bisections)
+        else:
+            runs = {"baseline": []}
+            runs.update({f"ours x{r}": [] for r in counts})
+            for repeat in range(args.repeats):
+                runs["baseline"].append(consumer_baseline(servers, topic, args.records))
+                for r in counts:
+                    with tempfile.TemporaryDirectory(prefix="tensair-kafka-ours-") as outdir:
+                        runs[f"ours x{r}"].append(ours(servers, topic, r, outdir))
+                print(f"repeat {repeat + 1}: " + ", ".join(f"{k} {v[-1]['records_per_s']:.0f} records/s"
+                                                           for k, v in runs.items()), flush=True)
         table = {name: _median([run["records_per_s"] for run in values]) for name, values in runs.items()}
         for r in counts:
-            ratios = [o["records_per_s"] / b["records_per_s"] for o, b in zip(runs[f"ours x{r}"], runs["baseline"])]
+            ratios = [o["records_per_s"] / b["records_per_s"] if b["records_per_s"] else 0.0
+                      for o, b in zip(runs[f"ours x{r}"], runs["baseline"])]
             table[f"ours x{r} / baseline"] = {"median": round(statistics.median(ratios), 2),
                                               "min": round(min(ratios), 2), "max": round(max(ratios), 2)}
         print(json.dumps(table, indent=2))
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"records": args.records, "batch_size": BATCH_SIZE, "table": table, "runs": runs}, f, indent=2)
+                json.dump({"records": args.records, "batch_size": BATCH_SIZE, "paced": args.paced, "table": table,
+                           "runs": runs}, f, indent=2)
     finally:
         if folder is not None:
             broker.stop(folder)

@@ -40,6 +40,19 @@ def test_search_halves_down_when_the_first_rate_fails():
     assert search.best_rate(search.search(lambda rate: False, start=1, min_rate=0.5)) is None
 
 
+def test_the_kafka_rate_search_finds_the_rate_a_paced_consumer_keeps_up_with():
+    # a side that trains 1,000 records/s: behind a faster schedule each batch's delay grows
+    from benchmarks.kafka_throughput import sustainable_rate
+
+    def run(rate, capacity=1000.0, batches=200):
+        gap = 16 / rate
+        return {"delays": [(i * gap, max(0.0, i * (16 / capacity - gap))) for i in range(batches)]}
+
+    found = sustainable_rate(run, 200, start=400, bisections=3)
+    assert 800 < found["records_per_s"] <= 1000
+    assert [p["sustainable"] for p in found["probes"][:3]] == [True, True, False]
+
+
 def test_flinkml_pattern_is_synchronous_sgd_on_the_average_gradient():
     """Two workers and the updater, messages routed by hand, reproduce a plain loop that applies
     the average of each pair of batches' gradients."""
