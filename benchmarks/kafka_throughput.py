@@ -70,8 +70,9 @@ def consumer_baseline(servers: str, topic: str, records: int, batch_size: int = 
                     due = None
                     if rate > 0:
                         due = start + steps * batch_size / rate
-                        if due > time.perf_counter():
-                            time.sleep(due - time.perf_counter())
+                        wait = due - time.perf_counter()  # read the clock once: a second read may be past due
+                        if wait > 0:
+                            time.sleep(wait)
                     loss = model.train_on_batch(xs, ys)
                     steps += 1
                     if due is not None:

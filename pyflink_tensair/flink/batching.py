@@ -296,8 +296,9 @@ class Pacer:
             if self._start is None:
                 self._start = time.time() - at / self.rate
             due = self._start + at / self.rate
-            if due > time.time():
-                time.sleep(due - time.time())
+            wait = due - time.time()  # read the clock once: a second read may be past due
+            if wait > 0:
+                time.sleep(wait)
             meta["scheduled_at"] = due
         return meta
 
