@@ -175,17 +175,21 @@ def test_word2vec_learns_which_words_go_together(tmp_path):
 
 
 def test_drift_demo_trains_less_in_auto_and_detects_the_permutation(tmp_path):
-    # tolerance 5%: at 1% the noisy batch-16 losses of a 15-batch window may not settle before the
-    # drift (a CI run once converged only after it, and a replica that still trains detects nothing)
-    result = _run("drift_demo.py", "--every", "240", "--drifts", "1", "--converged-window", "15",
+    # one replica: its run is reproducible (seeded, nothing asynchronous), so a serving model is a
+    # fixed model and the drift is the only rise in its loss. With two replicas and no bound a
+    # replica that converges ahead of its lagging peer serves while applying the peer's stale
+    # gradients, its loss rises, and OPTWIN fired before the drift in 2 of 5 runs of this command
+    # (docs/use_cases.md); two replicas' drift and peer notices: tests/test_flink_auto_mode.py
+    result = _run("drift_demo.py", "--every", "240", "--drifts", "1", "--replicas", "1", "--converged-window", "15",
                   "--converged-tolerance", "0.05", "--outdir", str(tmp_path), "--checkpoint-interval", "0")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     summary = json.load(open(tmp_path / "drift_demo.json"))
     auto, always = summary["modes"]["auto"], summary["modes"]["always"]
     assert summary["drift_points"] == [240] and auto["batches"] == always["batches"] == 480
-    assert always["trained_share"] == 1.0 and auto["trained_share"] < 1.0 and auto["converged_at"]
+    assert always["trained_share"] == 1.0 and auto["trained_share"] < 0.8 and auto["converged_at"]
     assert min(auto["converged_at"]) < 240, auto  # serving before the drift, so the drift is there to detect
-    assert auto["detection_delays"][0] is not None and auto["detection_delays"][0] < 60
+    assert [d for d in auto["detections"] if d < 240] == [], auto  # no false alarm from a fixed model
+    assert auto["detection_delays"][0] is not None and auto["detection_delays"][0] < 10, auto
     assert always["detections"] == [] and os.path.getsize(tmp_path / "drift_demo.png") > 10_000
 
 
