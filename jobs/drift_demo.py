@@ -46,7 +46,7 @@ def parse_args(argv):
     # convergence test, on 20-batch windows of batch-16 losses, stopped training early, at a high
     # loss (docs/use_cases.md, the drift demo); --staleness-bound 1 --average-every 8 to compare
     parser.set_defaults(converged_window=20, average_every=None)
-    args, _ = parser.parse_known_args(argv)
+    args = flags.parse_job_arguments(parser, argv)
     args.modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in args.modes if m not in ("auto", "always", "never")]
     if bad or not args.modes:

@@ -59,7 +59,7 @@ def parse_args(argv):
                         help="Adam learning rate of the built model (default: 5e-3 for digits, else 1e-3)")
     flags.add_job_arguments(parser, batches=None, batch_size=None, window=20)
     flags.add_kafka_arguments(parser)
-    args, _ = parser.parse_known_args(argv)  # flink run -py passes arguments of its own
+    args = flags.parse_job_arguments(parser, argv)
     flags.check_kafka_arguments(args)
     kind, _ = parse_image_spec(args.data)
     for name, value in DEFAULTS[kind].items():

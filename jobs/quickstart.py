@@ -34,7 +34,7 @@ def build_batches(env, args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     flags.add_job_arguments(parser, batches=1000, batch_size=64)
-    args, _ = parser.parse_known_args(argv)  # flink run -py passes arguments of its own
+    args = flags.parse_job_arguments(parser, argv)
 
     from pyflink.datastream import StreamExecutionEnvironment
 

@@ -77,7 +77,7 @@ def parse_args(argv):
     parser.add_argument("--lines-per-chunk", type=flags.at_least(1, name="lines_per_chunk"), default=1024,
                         help="--source kafka: lines made into batches together (default: 1024, about 15 batches of "
                              "2048 Shakespeare pairs; a chunk's last batch is topped up with its own pairs)")
-    args, _ = parser.parse_known_args(argv)  # flink run -py passes arguments of its own
+    args = flags.parse_job_arguments(parser, argv)
     flags.check_kafka_arguments(args)
     return args
 

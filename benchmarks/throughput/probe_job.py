@@ -26,6 +26,7 @@ SYSTEMS = list(OURS) + list(FLINKML) + ["single", "limit"]
 
 
 def parse_args(argv):
+    from pyflink_tensair.cli.flags import parse_job_arguments
     from pyflink_tensair.config import SPARSE_VALUES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -63,8 +64,7 @@ def parse_args(argv):
                              "train_step (local runs only: it is set in this process's environment)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a Flink setting for the job's environment (repeatable), e.g. python.fn-execution.memory.managed=false")
-    args, _ = parser.parse_known_args(argv)
-    return args
+    return parse_job_arguments(parser, argv)  # a mistyped flag: usage, exit status 2
 
 
 def plain_loop(workload, args) -> None:
