@@ -1,21 +1,41 @@
-from setuptools import find_packages, setup
+"""Metadata lives in pyproject.toml; this file only compiles the Java channel into the wheel."""
 
-setup(
-    name="pyflink_tensair",
-    version="0.1.0",
-    description="Keras model replicas trained inside PyFlink jobs, exchanging gradients (DASGD) "
-                "through a feedback loop in the dataflow.",
-    long_description=open("README.md", encoding="utf-8").read(),
-    long_description_content_type="text/markdown",
-    python_requires=">=3.9,<3.13",
-    packages=find_packages(include=["pyflink_tensair", "pyflink_tensair.*"]),
-    package_data={"pyflink_tensair.feedback": ["java/pyflinktensair/feedback/*.java"]},
-    install_requires=[
-        "apache-flink==2.3.0",
-        "tensorflow-cpu>=2.16,<2.21",
-        "keras>=3.3,<4",
-        "numpy>=1.24,<2.2",
-        "scipy>=1.10",  # the drift detectors' t and F quantiles
-    ],
-    extras_require={"test": ["pytest>=8"], "jobs": ["scikit-learn>=1.3", "matplotlib>=3.7"]},
-)
+import importlib.util
+import os
+import warnings
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _channel_build():
+    """pyflink_tensair/feedback/build.py, loaded alone: the package's imports are not installed here."""
+    spec = importlib.util.spec_from_file_location("_tensair_channel_build",
+                                                  os.path.join(HERE, "pyflink_tensair", "feedback", "build.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class BuildPyWithChannel(build_py):
+    """Adds ``pyflink_tensair/feedback/lib/tensair-channel.jar`` (and its manifest) to the build."""
+
+    def run(self):
+        super().run()
+        if getattr(self, "editable_mode", False):
+            return  # an editable install compiles on first use, from the checkout's sources
+        build = _channel_build()
+        target = os.path.join(self.build_lib, "pyflink_tensair", "feedback", "lib")
+        try:
+            jar = build.ship(target)
+        except build.ChannelBuildError as err:
+            if os.environ.get("PYFLINK_TENSAIR_REQUIRE_JAR"):
+                raise
+            warnings.warn(f"the wheel ships no compiled Java channel ({err}); it will be compiled on first use")
+            return
+        print(f"compiled the Java channel into {jar}")
+
+
+setup(cmdclass={"build_py": BuildPyWithChannel})

@@ -4,7 +4,9 @@
 #   2. the Java feedback channel, compiled against the installed pyflink;
 #   3. a standalone Flink cluster (two TaskManagers, 127.0.0.1 only) for the `flink run -py` tests,
 #      and a single-node Kafka broker (KRaft, 127.0.0.1; its jars fetched once from Maven Central);
-#   4. pytest over tests/ and the package's docstring examples; cluster and broker are stopped by PID after.
+#   4. pytest over tests/ and the package's docstring examples (tests/test_installed_wheel.py builds the
+#      wheel, installs it into a fresh virtual environment and runs jobs from it outside the checkout);
+#      cluster and broker are stopped by PID after; --durations shows the slowest tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,4 +24,4 @@ trap '.venv/bin/python -m pyflink_tensair.cluster stop --dir "$cluster_dir"; .ve
 
 # pytest exits 5 when it collects no test: with `set -e` that fails the run, as it should.
 TENSAIR_CLUSTER_DIR="$cluster_dir" TENSAIR_KAFKA_DIR="$kafka_dir" .venv/bin/python -m pytest tests pyflink_tensair benchmarks \
-    --doctest-modules -p no:cacheprovider -q "$@"
+    --doctest-modules -p no:cacheprovider -q --durations=15 "$@"

@@ -40,11 +40,7 @@ def test_the_readme_snippet_is_trains_docstring_example():
     assert docstring_example(train) == readme_snippet()
 
 
-def test_the_readme_snippet_trains_two_replicas_and_returns_keras_models(tmp_path):
-    result = run_python(readme_snippet(), tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    accuracy = float(re.search(r"^accuracy (\S+)$", result.stdout, re.M).group(1))
-    assert accuracy > 0.4, result.stdout  # four classes: chance is 0.25
+# The snippet itself runs in test_installed_wheel.py, from the installed wheel, outside the checkout.
 
 
 def test_the_to_batches_example_runs_as_written(tmp_path):
