@@ -20,6 +20,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "pyflink_tensair"
+# Building and installing into an empty cache download the pinned packages (about 1 GB): more
+# than the suite's per-test timeout on a new machine; with the cache warm it takes about a minute.
+pytestmark = pytest.mark.timeout(1800)
 
 
 def _run(command, **kwargs):
