@@ -63,7 +63,14 @@ def _link_lib(folder: str) -> str:
     return lib
 
 
-def write_config(folder: str, *, taskmanagers: int, slots: int, rest_port: int, rpc_port: int) -> str:
+def write_config(folder: str, *, taskmanagers: int, slots: int, rest_port: int, rpc_port: int,
+                 metrics_fetcher_interval_ms: int = 1000) -> str:
+    """Writes the cluster's ``conf/`` (and links its ``lib/``); returns the ``conf`` folder.
+
+    ``metrics_fetcher_interval_ms``: how often, at most, the REST server asks the TaskManagers for
+    their metrics (``metrics.fetcher.update-interval``); 0 asks on every metrics query."""
+    if not isinstance(metrics_fetcher_interval_ms, int) or metrics_fetcher_interval_ms < 0:
+        raise ValueError(f"metrics_fetcher_interval_ms must be an int >= 0, got {metrics_fetcher_interval_ms!r}")
     conf = os.path.join(folder, "conf")
     for sub in ("conf", "pids", "log"):
         os.makedirs(os.path.join(folder, sub), exist_ok=True)
@@ -96,7 +103,7 @@ def write_config(folder: str, *, taskmanagers: int, slots: int, rest_port: int, 
         "rest.address": LOCALHOST,
         "rest.bind-address": LOCALHOST,
         "rest.port": rest_port,
-        "metrics.fetcher.update-interval": 1000,
+        "metrics.fetcher.update-interval": metrics_fetcher_interval_ms,
         # A lost TaskManager is noticed by its missed heartbeats: 15 s, not Flink's 50 s, so that a
         # restart does not first deploy onto the dead one's slots and use up a restart attempt.
         "heartbeat.interval": 3000,
@@ -202,14 +209,16 @@ def _alive(pid: int) -> bool:
 
 
 def start(folder: str, *, taskmanagers: int = 2, slots: int = 2, rest_port: int = 18081, rpc_port: int = 16123,
-          timeout: float = 90.0) -> str:
-    """Starts a JobManager and ``taskmanagers`` TaskManagers; returns the REST URL once all registered."""
+          timeout: float = 90.0, metrics_fetcher_interval_ms: int = 1000) -> str:
+    """Starts a JobManager and ``taskmanagers`` TaskManagers; returns the REST URL once all registered.
+    ``metrics_fetcher_interval_ms``: see :func:`write_config`."""
     folder = os.path.abspath(folder)
     if any(_alive(pid) for pid in recorded_pids(folder)):
         raise RuntimeError(f"a cluster recorded in {folder}/pids is still running: stop it first")
     for path in glob.glob(os.path.join(folder, "pids", "*.pid")):
         os.remove(path)
-    write_config(folder, taskmanagers=taskmanagers, slots=slots, rest_port=rest_port, rpc_port=rpc_port)
+    write_config(folder, taskmanagers=taskmanagers, slots=slots, rest_port=rest_port, rpc_port=rpc_port,
+                 metrics_fetcher_interval_ms=metrics_fetcher_interval_ms)
     env = _environment(folder)
     home = flink_home()
     subprocess.run(["bash", os.path.join(home, "bin", "jobmanager.sh"), "start"], env=env, check=True,
@@ -412,6 +421,8 @@ def main(argv=None) -> int:
     p_start.add_argument("--slots", type=int, default=2, help="slots per TaskManager")
     p_start.add_argument("--rest-port", type=int, default=18081)
     p_start.add_argument("--rpc-port", type=int, default=16123)
+    p_start.add_argument("--metrics-fetcher-interval-ms", type=int, default=1000,
+                         help="how often, at most, the REST API asks the TaskManagers for metrics (0: on every query)")
     p_stop = sub.add_parser("stop", help="stop the processes recorded in the PID files")
     p_kill = sub.add_parser("kill-taskmanager", help="SIGKILL a TaskManager and its Python workers (a crash)")
     p_kill.add_argument("--pid", type=int, help="which TaskManager (default: the first one alive)")
@@ -441,7 +452,7 @@ def main(argv=None) -> int:
 def _run_command(args) -> int:
     if args.command == "start":
         url = start(args.dir, taskmanagers=args.taskmanagers, slots=args.slots, rest_port=args.rest_port,
-                    rpc_port=args.rpc_port)
+                    rpc_port=args.rpc_port, metrics_fetcher_interval_ms=args.metrics_fetcher_interval_ms)
         print(f"cluster up: {url} (PIDs {recorded_pids(os.path.abspath(args.dir))})")
     elif args.command == "stop":
         print(f"stopped PIDs {stop(args.dir)}")

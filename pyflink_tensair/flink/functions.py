@@ -25,6 +25,7 @@ from ..core.trainer import InlineTrainer, TrainerThread
 from ..errors import ProtocolError, WireFormatError
 from . import types
 from .checkpointing import ChunkedState, ValueStates
+from .replica_metrics import ReplicaMetrics
 
 END_OF_TIME = 2 ** 63 - 1  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
 CREDIT_REPEAT_S = 0.05  # well within the credit gate's quiet time (flink.loop.CREDIT_QUIET_MS)
@@ -108,40 +109,25 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._last: Metrics = None
         self._state = ChunkedState(ValueStates(runtime_context))
         self._snapshot_bytes = self._snapshot_written = self._snapshot_ms = 0
-        self._register_gauges(runtime_context.get_metrics_group().add_group("tensair"))
+        self._metrics = self._register_metrics(runtime_context.get_metrics_group().add_group("tensair"))
 
     def close(self):
         if getattr(self, "_trainer", None) is not None:
             self._trainer.close()
+        if getattr(self, "_metrics", None) is not None:
+            self._metrics.publish(force=True)  # the final values, while the task's metric group is open
 
-    def _register_gauges(self, group) -> None:
-        # PyFlink gauges carry integers only: fractional values are scaled (loss_x1e6 = loss * 1e6).
-        def gauge(name, read, scale=1):
-            group.gauge(name, lambda: int(round((read(self._last) or 0) * scale)) if self._last else 0)
+    def _register_metrics(self, group) -> ReplicaMetrics:
+        """The replica's metrics (group ``tensair``): gauges in process mode; in thread mode Java
+        gauges that the task thread sets (:meth:`_flush`, :meth:`close`), since a Python gauge read
+        by Flink's metric thread as the task ends crashed the TaskManager (see :mod:`.replica_metrics`).
+        Integers only: fractional values are scaled (loss_x1e6 = loss * 1e6)."""
+        def last(read, scale=1):
+            return lambda: int(round((read(self._last) or 0) * scale)) if self._last else 0
 
-        gauge("loss_x1e6", lambda m: m.loss, 1e6)
-        gauge("accuracy_x1e6", lambda m: m.accuracy, 1e6)
-        gauge("model_version", lambda m: m.model_version)
-        gauge("local_step", lambda m: m.local_step)
-        gauge("staleness", lambda m: m.staleness)
-        gauge("batches_per_s_x1000", lambda m: m.batches_per_s, 1e3)
-        gauge("held_batches", lambda m: m.held_batches)
-        # Guards: input set aside, peer messages refused, peer gradients clipped, own steps skipped
-        for counter in ("dead_letters", "messages_rejected", "gradients_clipped", "steps_skipped"):
-            group.gauge(counter, functools.partial(lambda name: getattr(self._replica, name, 0) if self._replica else 0,
-                                                   counter))
-        # the last snapshot (checkpoint) of this replica: its size, and the bytes that changed
-        group.gauge("snapshot_bytes", lambda: self._snapshot_bytes)
-        group.gauge("snapshot_written_bytes", lambda: self._snapshot_written)
-        # in Python: the trainer drained and the state handed to PyFlink; the operator's own
-        # checkpoint_pause_ms adds the commit of those writes to Flink's state
-        group.gauge("snapshot_ms", lambda: self._snapshot_ms)
-        group.gauge("export_failures", lambda: self._export_failures)
-        group.gauge("unacked_messages", lambda: self._replica.unacked_messages if self._replica else 0)
-        # Mode.AUTO: 1 while training; drifts this replica's detector found; batches predicted only
-        group.gauge("training", lambda: int(self._replica.training) if self._replica else 0)
-        group.gauge("drifts_detected", lambda: self._replica.policy.drifts if self._replica and self._replica.policy else 0)
-        group.gauge("batches_served", lambda: self._replica.batches_served if self._replica else 0)
+        def replica(read, none=0):
+            return lambda: read(self._replica) if self._replica is not None else none
+
         # this replica's last own drift: the batch that showed it, when (epoch ms), and the
         # detector's test statistic against its threshold (-1 / 0 before the first drift)
         def drift(read, scale, none):
@@ -151,10 +137,35 @@ class ReplicaFunction(KeyedCoProcessFunction):
                 return none if found is None or found != found else int(round(found * scale))
             return value
 
-        group.gauge("last_drift_batch", drift(lambda r: r.last_drift.batch_id, 1, -1))
-        group.gauge("last_drift_time_ms", drift(lambda r: r.last_drift.time, 1e3, -1))
-        group.gauge("last_drift_statistic_x1e6", drift(lambda r: r.policy.last_drift.test_statistic()[0], 1e6, 0))
-        group.gauge("last_drift_threshold_x1e6", drift(lambda r: r.policy.last_drift.test_statistic()[1], 1e6, 0))
+        read = {
+            "loss_x1e6": last(lambda m: m.loss, 1e6),
+            "accuracy_x1e6": last(lambda m: m.accuracy, 1e6),
+            "model_version": last(lambda m: m.model_version),
+            "local_step": last(lambda m: m.local_step),
+            "staleness": last(lambda m: m.staleness),
+            "batches_per_s_x1000": last(lambda m: m.batches_per_s, 1e3),
+            "held_batches": last(lambda m: m.held_batches),
+            # the last snapshot (checkpoint) of this replica: its size, and the bytes that changed
+            "snapshot_bytes": lambda: self._snapshot_bytes,
+            "snapshot_written_bytes": lambda: self._snapshot_written,
+            # in Python: the trainer drained and the state handed to PyFlink; the operator's own
+            # checkpoint_pause_ms adds the commit of those writes to Flink's state
+            "snapshot_ms": lambda: self._snapshot_ms,
+            "export_failures": lambda: self._export_failures,
+            "unacked_messages": replica(lambda r: r.unacked_messages),
+            # Mode.AUTO: 1 while training; drifts this replica's detector found; batches predicted only
+            "training": replica(lambda r: int(r.training)),
+            "drifts_detected": replica(lambda r: r.policy.drifts if r.policy else 0),
+            "batches_served": replica(lambda r: r.batches_served),
+            "last_drift_batch": drift(lambda r: r.last_drift.batch_id, 1, -1),
+            "last_drift_time_ms": drift(lambda r: r.last_drift.time, 1e3, -1),
+            "last_drift_statistic_x1e6": drift(lambda r: r.policy.last_drift.test_statistic()[0], 1e6, 0),
+            "last_drift_threshold_x1e6": drift(lambda r: r.policy.last_drift.test_statistic()[1], 1e6, 0),
+        }
+        # Guards: input set aside, peer messages refused, peer gradients clipped, own steps skipped
+        for counter in ("dead_letters", "messages_rejected", "gradients_clipped", "steps_skipped"):
+            read[counter] = replica(functools.partial(lambda name, r: getattr(r, name, 0), counter))
+        return ReplicaMetrics(group, read)
 
     def _check_key(self, ctx) -> None:
         key = ctx.get_current_key()
@@ -235,6 +246,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._snapshot_bytes = sum(int(v.nbytes) for v in state.values())
         self._snapshot_written = self._state.write(state)
         self._snapshot_ms = int((time.perf_counter() - began) * 1000)
+        self._metrics.publish(force=True)
 
     def _flush(self, ctx, began: float):
         """Emits what the trainer has ready; while it still works, a processing-time timer
@@ -260,6 +272,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
             wait_ms = max(1, int(self._trainer.expected_remaining_s() * 1000) + 1)
             self._flush_timer = timers.current_processing_time() + wait_ms
             timers.register_processing_time_timer(self._flush_timer)
+        self._metrics.publish()  # thread mode: on the task thread, the only one that may enter Python
         self._callback_s += time.perf_counter() - began
 
     def _emit(self, events):
