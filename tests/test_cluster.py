@@ -79,6 +79,12 @@ def test_the_credit_gate_holds_the_batches_back_across_taskmanagers(flink_cluste
     print(f"bound overflows of 1500 batches across two TaskManagers: {without['bound_overflows']} without the "
           f"credit gate (largest staleness {without['max_staleness']}), {with_['bound_overflows']} with it "
           f"({with_['max_staleness']})")
+    # Measured (5 runs on 2026-12-03 and the one in docs/reliability.md): 620 to 1,224 overflows
+    # without the gate (largest staleness 86 to 131), 0 with it (staleness 1, the bound). The gate
+    # cannot promise 0 (what is past it when it closes still overflows; on the mini-cluster 0 to
+    # 56, at most 0.10 of the count without it): the tolerance is twice that largest share.
+    assert without["bound_overflows"] >= 100, ("the replicas kept up with the unpaced source: "
+                                               "nothing here for the gate to hold back", without)
     assert with_["bound_overflows"] < 0.2 * without["bound_overflows"], (with_, without)
     assert with_["max_staleness"] < without["max_staleness"]
 
@@ -150,8 +156,64 @@ def test_both_use_case_jobs_with_flink_run_on_two_taskmanagers(flink_cluster, tm
     assert vertex["parallelism"] == 2  # where Flink places them is its choice (see the quickstart test)
 
 
-def _completed_checkpoints(url: str, job_id: str) -> int:
-    return cluster.rest_get(f"{url}/jobs/{job_id}/checkpoints")["counts"]["completed"]
+def _wait_until(what: str, condition, timeout: float = 180.0):
+    """Polls ``condition()`` (every 0.5 s) until it returns a true value, which it returns;
+    fails saying ``what`` it waited for after ``timeout`` seconds."""
+    deadline = time.time() + timeout
+    while not (value := condition()):
+        assert time.time() < deadline, f"waited {timeout:.0f} s for {what}"
+        time.sleep(0.5)
+    return value
+
+
+def _min_model_version(url: str, job_id: str) -> int:
+    return _replica_metrics(url, job_id).get("model_version", {}).get("min", 0)
+
+
+def _checkpoint_after_step(url: str, job_id: str, step: int) -> None:
+    """Waits until every replica reported ``step`` model versions, then until a checkpoint
+    triggered after that completed: a restore from it resumes each replica at ``step`` or later."""
+    _wait_until(f"model version {step} on every replica", lambda: _min_model_version(url, job_id) >= step)
+    seen_ms = time.time() * 1000
+
+    def completed_after():
+        latest = cluster.rest_get(f"{url}/jobs/{job_id}/checkpoints")["latest"]["completed"]
+        return latest is not None and latest["trigger_timestamp"] > seen_ms
+
+    _wait_until(f"a checkpoint triggered after model version {step}", completed_after)
+
+
+def _await_failover(folder: str, url: str, job_id: str) -> None:
+    """After a TaskManager was killed: replaces every TaskManager that dies until the job has
+    restored a checkpoint and runs again with all its tasks running (or has finished).
+
+    The failover cancels the surviving TaskManager's tasks, which can kill it too (see
+    ``cluster.ensure_taskmanagers``): only a restarted job with every task running says it did not."""
+    def recovered():
+        cluster.ensure_taskmanagers(folder, 2)
+        restored = cluster.rest_get(f"{url}/jobs/{job_id}/checkpoints")["latest"]["restored"]
+        job = cluster.rest_get(f"{url}/jobs/{job_id}")
+        if restored is None:
+            assert job["state"] not in ("FINISHED", "FAILED", "CANCELED"), f"job {job_id} ended {job['state']} unrestored"
+            return False
+        return job["state"] == "FINISHED" or (
+            job["state"] == "RUNNING" and all(v["status"] in ("RUNNING", "FINISHED") for v in job["vertices"]))
+
+    _wait_until(f"job {job_id} to restart from a checkpoint with every task running", recovered)
+
+
+def _retrained_after_restores(records) -> int:
+    """The batch records that a restore made obsolete: those of a replica's steps beyond the step
+    it was restored at, made before that restore (and after its previous one)."""
+    count = 0
+    for replica in {m.replica for m in records}:
+        since = float("-inf")
+        mine = sorted((m for m in records if m.replica == replica), key=lambda m: m.time)
+        for restore in (m for m in mine if m.phase == "restored"):
+            count += sum(1 for m in mine if m.phase == "batch" and since < m.time < restore.time
+                         and m.local_step > restore.local_step)
+            since = restore.time
+    return count
 
 
 def test_a_lost_taskmanager_costs_no_batch_and_synchronous_replicas_stay_identical(flink_cluster, tmp_path):
@@ -167,11 +229,7 @@ def test_a_lost_taskmanager_costs_no_batch_and_synchronous_replicas_stay_identic
     runner.start()
     try:
         job_id = cluster.running_job(flink_cluster)
-        deadline = time.time() + 180
-        while time.time() < deadline and (_completed_checkpoints(url, job_id) < 1
-                                          or _replica_metrics(url, job_id).get("model_version", {}).get("min", 0) < 20):
-            time.sleep(1)
-        assert _completed_checkpoints(url, job_id) >= 1, "no checkpoint completed"
+        _checkpoint_after_step(url, job_id, 20)
         victim = cluster.taskmanager_pids(flink_cluster)[0]
         killed = cluster.kill_taskmanager(flink_cluster, victim)
         # The TaskManager first, then whatever Python workers it had: with the replicas in its JVM
@@ -181,15 +239,23 @@ def test_a_lost_taskmanager_costs_no_batch_and_synchronous_replicas_stay_identic
         while time.time() < deadline and any(cluster._alive(pid) for pid in killed):
             time.sleep(0.2)
         assert not any(cluster._alive(pid) for pid in killed), killed
-        time.sleep(5)  # the failover cancels the other TaskManager's tasks, which can kill it (see ensure_taskmanagers)
-        cluster.ensure_taskmanagers(flink_cluster, 2)
+        _await_failover(flink_cluster, url, job_id)
     finally:
         runner.join(600)
         cluster.ensure_taskmanagers(flink_cluster, 2)  # as the other tests expect it
     result = outcome["result"]
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(summary_path.read_text())
-    assert summary["restores"] >= 2 and summary["retrained_batches"] >= 0  # both replicas resumed from the checkpoint
+    records = _metrics_records(tmp_path / "out")
+    restored = [m for m in records if m.phase == "restored"]
+    # both replicas resumed from a checkpoint taken after their 20th step, not from scratch
+    assert summary["restores"] >= 2 and {m.replica for m in restored} == {0, 1}
+    where = [(m.replica, m.local_step, m.model_version) for m in restored]
+    print(f"restored at (replica, step, model version) {where}, {summary['retrained_batches']} batch records "
+          "made obsolete by the restore")
+    assert min(m.model_version for m in restored) >= 20, restored
+    # what they trained again is exactly what they had trained after the steps they resumed at
+    assert summary["retrained_batches"] == _retrained_after_restores(records), summary["retrained_batches"]
     assert summary["batches"] == batches and summary["finished_replicas"] == [0, 1]  # every batch trained once
     assert summary["model_versions"] == [batches // 2] * 2
     assert summary["replica_max_weight_diff"] == 0.0
@@ -225,12 +291,11 @@ def test_stop_with_a_savepoint_then_resume_continues_the_model(flink_cluster, tm
     runner.start()
     try:
         job_id = cluster.running_job(flink_cluster)
-        deadline = time.time() + 180
-        while time.time() < deadline and _replica_metrics(url, job_id).get("model_version", {}).get("min", 0) < 20:
-            time.sleep(1)
+        _wait_until("model version 20 on every replica", lambda: _min_model_version(url, job_id) >= 20)
         kept = cluster.savepoint(flink_cluster, str(tmp_path / "savepoints"), job_id=job_id)  # the job runs on
         assert os.path.isfile(os.path.join(_local(kept), "_metadata")) and cluster.rest_get(f"{url}/jobs/{job_id}")["state"] == "RUNNING"
-        time.sleep(2)
+        at_savepoint = _min_model_version(url, job_id)
+        _wait_until("training after the savepoint", lambda: _min_model_version(url, job_id) > at_savepoint)
         stopped_at = cluster.stop_with_savepoint(flink_cluster, str(tmp_path / "savepoints"), job_id=job_id)
     finally:
         runner.join(600)

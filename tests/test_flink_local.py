@@ -226,6 +226,11 @@ def test_the_bound_holds_when_the_source_outruns_the_replicas(tmp_path, executio
 
     without, with_ = overflows(False), overflows(True)
     print(f"bound overflows of 1500 batches, {execution} mode: {without} without the credit gate, {with_} with it")
+    # Measured in thread mode (7 runs on 2026-12-03 and the one in docs/reliability.md): 491 to
+    # 936 without the gate, 0 to 56 with it, at most 0.10 of the count without (what is past the
+    # gate when it closes, and what it lets through after holding a batch 1 s, depend on the
+    # machine): the tolerance is twice that largest share.
+    assert without >= 100, f"the replicas kept up with the unpaced source ({without} overflows): nothing to hold back"
     assert with_ < 0.2 * without, (with_, without)
 
 

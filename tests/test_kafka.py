@@ -162,7 +162,7 @@ def test_a_lost_taskmanager_resumes_from_the_checkpointed_offsets_and_trains_eve
     batches, each trained once."""
     import threading
 
-    from test_cluster import _completed_checkpoints, _replica_metrics
+    from test_cluster import _await_failover, _checkpoint_after_step
 
     topic = f"recovery-{int(time.time())}"
     assert _fill(kafka_broker, topic, 1200) == 1200
@@ -176,24 +176,23 @@ def test_a_lost_taskmanager_resumes_from_the_checkpointed_offsets_and_trains_eve
     runner.start()
     try:
         job_id = cluster.running_job(flink_cluster)
-        deadline = time.time() + 180
-        while time.time() < deadline and (_completed_checkpoints(url, job_id) < 1
-                                          or _replica_metrics(url, job_id).get("model_version", {}).get("min", 0) < 20):
-            time.sleep(1)
-        assert _completed_checkpoints(url, job_id) >= 1, "no checkpoint completed"
+        _checkpoint_after_step(url, job_id, 20)
         killed = cluster.kill_taskmanager(flink_cluster, cluster.taskmanager_pids(flink_cluster)[0])
         deadline = time.time() + 10
         while time.time() < deadline and any(cluster._alive(pid) for pid in killed):
             time.sleep(0.2)
-        time.sleep(5)
-        cluster.ensure_taskmanagers(flink_cluster, 2)
+        assert not any(cluster._alive(pid) for pid in killed), killed
+        _await_failover(flink_cluster, url, job_id)
     finally:
         runner.join(600)
         cluster.ensure_taskmanagers(flink_cluster, 2)
     result = outcome["result"]
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(summary_path.read_text())
-    assert summary["restores"] >= 2  # both replicas resumed from the checkpoint
+    records = [json.loads(line) for path in (tmp_path / "out").glob("metrics-*.jsonl") for line in open(path)]
+    restored = [m for m in records if m["phase"] == "restored"]
+    assert summary["restores"] >= 2 and {m["replica"] for m in restored} == {0, 1}  # both resumed...
+    assert min(m["model_version"] for m in restored) >= 20, restored  # ...from a checkpoint after step 20
     assert summary["batches"] == 300 and summary["finished_replicas"] == [0, 1]  # no record lost, no batch twice
     assert summary["model_versions"] == [150, 150] and summary["replica_max_weight_diff"] == 0.0
     assert summary["dead_letters"] == 0

@@ -2,12 +2,14 @@
 
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
 
 from pyflink_tensair import ConfigError
 from pyflink_tensair.core import Broadcast, FinalModel, Metrics, Prediction, Replica
+from pyflink_tensair.core import trainer as trainer_module
 from pyflink_tensair.core.trainer import InlineTrainer, TrainerFailed, TrainerThread
 from pyflink_tensair.testing import LinearModel, make_regression_batches
 
@@ -29,6 +31,28 @@ class GatedModel(LinearModel):
     def apply_gradients(self, gradients):
         self.log.append(("apply",))
         return super().apply_gradients(gradients)
+
+
+class ModelClock:
+    """The clock the trainer thread reads (``time.perf_counter``): it moves only when a model
+    says its step took time, so an item's measured duration is exactly what the test chose."""
+
+    def __init__(self, monkeypatch):
+        self.now = 0.0
+        monkeypatch.setattr(trainer_module, "time", types.SimpleNamespace(perf_counter=lambda: self.now,
+                                                                          monotonic=time.monotonic))
+
+
+class TimedModel(GatedModel):
+    """A GatedModel whose gradient step takes ``step_s`` seconds by ``clock``."""
+
+    def __init__(self, *args, clock: ModelClock, step_s: float, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.clock, self.step_s = clock, step_s
+
+    def compute_gradients(self, batch):
+        self.clock.now += self.step_s
+        return super().compute_gradients(batch)
 
 
 class FailingModel(LinearModel):
@@ -100,11 +124,15 @@ def test_peer_messages_jump_ahead_of_queued_batches_and_batches_keep_their_order
     assert replica.messages_applied == 1 and replica.local_step == 3
 
 
-def test_put_batch_blocks_while_enough_batches_wait_and_messages_never_block(trainer_factory):
-    model = GatedModel(3, seed=0)
+def test_put_batch_blocks_while_enough_batches_wait_and_messages_never_block(trainer_factory, monkeypatch):
+    model = TimedModel(3, seed=0, clock=ModelClock(monkeypatch), step_s=0.5)
     replica = Replica(0, 2, model)
     trainer = trainer_factory(replica, max_waiting_batches=1)
-    batches = make_regression_batches(3, 3, seed=3)
+    warm_up, *batches = make_regression_batches(4, 3, seed=3)
+    trainer.put_batch(warm_up)  # one item of 0.5 s (by the trainer's clock): the duration it expects of each
+    trainer.wait_idle(10)
+    assert sum(isinstance(e, Metrics) for e in trainer.take()) == 1 and model.log == [("batch", 0), ("apply",)]
+    model.log.clear()
     model.gate.clear()
     trainer.put_batch(batches[0])
     _wait_for(lambda: len(model.log) == 1)
@@ -115,11 +143,12 @@ def test_put_batch_blocks_while_enough_batches_wait_and_messages_never_block(tra
     peer = Replica(1, 2, LinearModel(3, seed=0))
     message = next(e.message for e in peer.on_batch(batches[0]) if isinstance(e, Broadcast))
     trainer.put_message(message)  # returns at once: the loop must always be drained
-    assert trainer.busy and trainer.expected_remaining_s() >= 0
+    # batch 0 running, batch 1 and the message queued (batch 2 is not in yet): 3 items of 0.5 s
+    assert trainer.busy and trainer.expected_remaining_s() == pytest.approx(1.5)
     model.gate.set()
     assert returned.wait(10)
     trainer.wait_idle(10)
-    assert replica.local_step == 3 and not trainer.busy
+    assert replica.local_step == 4 and not trainer.busy and trainer.expected_remaining_s() == 0
     assert sum(isinstance(e, Metrics) for e in trainer.take()) == 3
 
 
