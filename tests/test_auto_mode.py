@@ -9,7 +9,7 @@ import pytest
 from pyflink_tensair.config import AutoSettings, Mode, TrainConfig
 from pyflink_tensair.core import wire
 from pyflink_tensair.core.events import Broadcast, ModeChange
-from pyflink_tensair.core.messages import GradientMessage, ModeMessage
+from pyflink_tensair.core.messages import GradientMessage, ModeMessage, WeightsMessage
 from pyflink_tensair.core.replica import Replica
 from pyflink_tensair.core.simulation import simulate
 from pyflink_tensair.errors import ConfigError, WireFormatError
@@ -52,6 +52,115 @@ def test_auto_replicas_converge_serve_and_train_again_after_a_drift(bound):
         assert max(m.staleness for m in trained) <= bound
     late = [p.loss for p in result.predictions if p.batch_id >= 550]
     assert np.mean(late) < 0.01  # the second target is learnt
+
+
+class _AppliesWhileServing(Replica):
+    """The rule before issue 24 part 5: a serving replica applied its peers' gradients and weights."""
+
+    serving = property(lambda self: False)
+
+
+def _served_model_versions(metrics, replica):
+    """Per serving phase of ``replica`` (a run of its batches predicted without training, in
+    stream order), the model versions its predictions were made with."""
+    phases, current = [], []
+    for m in sorted((m for m in metrics if m.phase == "batch" and m.replica == replica), key=lambda m: m.batch_id):
+        if m.trained is False:
+            current.append(m.model_version)
+        elif current:
+            phases, current = phases + [current], []
+    return phases + ([current] if current else [])
+
+
+def test_a_serving_replica_keeps_its_model_and_counts_a_peers_gradients_as_received():
+    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    batches = _concepts(120)
+    for batch in batches[:100]:
+        replica.on_batch(batch)
+    assert replica.serving and not replica.training
+    weights, version, applied = replica.model.get_weights(), replica.model_version, replica.messages_applied
+    peer = LinearModel(4, seed=1)
+    gradient = peer.compute_gradients(batches[100]).gradients
+    replica.on_gradient(GradientMessage(1, 1, 1, gradient))
+    replica.on_gradient(WeightsMessage(1, 1, peer.get_weights()))
+    assert all(np.array_equal(replica.model.get_weights()[k], weights[k]) for k in weights)
+    assert (replica.model_version, replica.messages_applied, replica.messages_while_serving) == (version, applied, 2)
+    assert replica.on_batch(batches[100])[-1].model_version == version
+    # received all the same: acknowledged, and a repeat is a duplicate
+    assert replica._acks()[1] == 1 and replica._peer_weights[1] == 1
+    replica.on_gradient(GradientMessage(1, 1, 1, gradient))
+    assert replica.duplicates_dropped == 1 and replica.messages_while_serving == 2
+    # training again after a drift: peers' gradients are applied again
+    replica.on_gradient(ModeMessage(sender=1, step=1, sequence=1, training=True, reason="drift", origin=1, epoch=1))
+    assert replica.training and not replica.serving
+    replica.on_gradient(GradientMessage(1, 2, 2, gradient))
+    assert (replica.model_version, replica.messages_applied, replica.messages_while_serving) == (version + 1, applied + 1, 2)
+    assert not np.array_equal(replica.model.get_weights()["w"], weights["w"])
+    # the count survives a restore
+    copy = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    copy.restore(replica.snapshot())
+    assert copy.messages_while_serving == 2
+
+
+def test_a_lagging_peers_gradients_no_longer_raise_a_serving_replicas_loss_into_a_false_alarm():
+    # docs/use_cases.md, the drift demo: a replica converged ahead of its peer, which still trained
+    # far behind (29 steps in Flink); applied, the peer's gradients moved the serving model away
+    # from the concept until OPTWIN fired, before any drift. Here the peer's weights stay where it started.
+    batches, lagging = _concepts(300), LinearModel(4, seed=1)
+    fixed = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    old = _AppliesWhileServing(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    changes = {fixed: [], old: []}
+    for replica in changes:
+        for batch in batches[:100]:
+            replica.on_batch(batch)
+        assert not replica.training
+    version = fixed.model_version
+    for step, batch in enumerate(batches[100:], start=1):
+        message = GradientMessage(1, step, step, lagging.compute_gradients(batch).gradients)
+        for replica, seen in changes.items():
+            seen += [e for e in replica.on_gradient(message) + replica.on_batch(batch) if isinstance(e, ModeChange)]
+    assert [c.reason for c in changes[old]][:1] == ["drift"]  # the old rule: a false alarm on one concept
+    assert changes[fixed] == [] and fixed.serving and fixed.model_version == version
+    assert fixed.messages_while_serving == 200 and fixed._acks()[1] == 200
+
+
+@pytest.mark.parametrize("bound", [None, 2])
+def test_in_simulation_every_serving_phase_predicts_with_one_model(bound):
+    # a slow loop (delay 10): peers' gradients and weights (averaging every 8) reach a replica that serves
+    batches = _concepts(300, 300)
+    config = TrainConfig(replicas=2, staleness_bound=bound, mode="auto", auto=AUTO)
+    result = simulate(lambda r: LinearModel(4, seed=0), batches, config, delivery_delay=10)
+    for replica in result.replicas:
+        phases = _served_model_versions(result.metrics, replica.id)
+        assert len(phases) >= 2 and all(len(set(versions)) == 1 for versions in phases), phases
+    assert sum(r.messages_while_serving for r in result.replicas) > 0
+    drifts = [c.batch_id for c in result.mode_changes if c.reason == "drift"]
+    assert drifts and all(300 <= d < 310 for d in drifts), drifts
+
+
+def test_a_rise_while_training_restarts_the_convergence_test():
+    # a drift nobody served through: the loss falls, jumps (8, 4) and settles at a level equal, by
+    # chance, to the mean of the window that straddles the jump (docs/use_cases.md: 3 of 5 demo
+    # runs). Window 15: OPTWIN tests from 30 values on, the watch's 2 * window
+    falling = [0.5 * 0.93 ** i for i in range(45)]  # a third lower every window: not converged
+    level = (sum(falling[-13:]) + 8.0 + 4.0) / 15
+    losses = falling + [8.0, 4.0] + [level] * 60
+
+    def converged_at(policy):
+        return [i for i, loss in enumerate(losses) if policy.observe(loss) == "converged"]
+
+    blind = AutoSettings(window=15, tolerance=0.01).policy()
+    blind.watch.update = lambda loss: False  # the rule before: no watch on the training losses
+    assert converged_at(blind) == [61]  # the two windows straddle the jump: equal means
+    policy = AutoSettings(window=15, tolerance=0.01).policy()
+    assert converged_at(policy) == [76] and policy.rises == 1  # 2 * window batches after the rise
+    assert policy.detector.drifts == 0 and policy.drifts == 0  # not a drift: nothing reported
+    copy = type(policy).restore(json.loads(json.dumps(policy.snapshot())))
+    assert copy.snapshot() == policy.snapshot()
+    older = policy.snapshot()
+    for key in ("rises", "watch", "watched"):  # a snapshot from before the watch restores too
+        del older[key]
+    assert type(policy).restore(older).rises == 0
 
 
 def test_a_serving_replica_follows_a_peers_drift_notice_once_and_tells_the_others():

@@ -12,6 +12,14 @@ pytestmark = pytest.mark.flink
 
 
 def test_auto_replicas_converge_then_a_drift_sets_every_replica_training_again(tmp_path):
+    # Two unbounded replicas: which batches each replica gets to first, and so where it converges
+    # and detects, depend on timing; this cannot be made deterministic (auto refuses synchronous
+    # SGD). Measured over 6 runs of this job (2026-12-03, issue 24 parts 4 and 5): first
+    # convergences at batches 93-123 (checked: < 150, the drift), detections at 150-163 (checked:
+    # >= 150; the first replica to detect needed 0-13 batches), a peer's drift notice or its own
+    # detection in every replica. What does not depend on timing is checked last: a serving
+    # replica's model is fixed, so only the drift can raise a serving replica's loss (before the
+    # fix, 3 runs: serving phases predicted with up to 21 model versions).
     config = TrainConfig(replicas=2, staleness_bound=None, mode="auto", name="auto",
                          auto=AutoSettings(window=10, tolerance=0.05))
     result = run_training(tmp_path, 300, config, maker=drifting_batch)
@@ -28,3 +36,7 @@ def test_auto_replicas_converge_then_a_drift_sets_every_replica_training_again(t
     assert served and len(batch_records) == 300
     finals = [m for m in result.metrics if m.phase == "final"]
     assert sum(f.local_step for f in finals) == 300 - len(served)
+    for replica in (0, 1):  # every serving phase predicts with one model version
+        mine = sorted((m for m in batch_records if m.replica == replica), key=lambda m: m.batch_id)
+        assert all(a.model_version == b.model_version for a, b in zip(mine, mine[1:])
+                   if a.trained is False and b.trained is False), replica

@@ -16,8 +16,22 @@ and, in ``Mode.AUTO``, its phase (:class:`~pyflink_tensair.drift.AutoPolicy`)::
     TRAINING --loss converged: ModeMessage(training=False) to peers--> SERVING
     SERVING --own drift, or a peer's drift ModeMessage: ModeMessage(training=True)--> TRAINING
 
-Every batch is predicted in every mode and phase; a serving replica still applies its peers'
-gradients. The staleness bound holds among the replicas that train: a replica that serves has
+Every batch is predicted in every mode and phase. **A serving replica's model is fixed**: the
+peer gradients and weights that reach it while it serves are received (acknowledged, counted in
+``messages_while_serving``, and counted for the staleness bound and the end of the run as if
+applied) but not applied. Its drift detector tests whether the loss of a fixed model on the stream
+has risen; a model that changes under it makes every change of the model look like a drift. With
+two replicas and no bound it did: a replica that converged ahead of a lagging peer served while
+applying that peer's gradients, computed on weights up to 29 steps behind; its loss rose until
+OPTWIN fired, before any drift (``docs/use_cases.md``, the drift demo). What it leaves out belongs
+to a concept it has converged on; when a drift sets it training again, its peers' gradients are
+applied again. The price: a model its detector fails on (a drift missed, a convergence at a high
+loss) stays as it is until a drift is detected, where a peer's gradients used to move it. (The
+alternative, serving only once every replica has converged, keeps a converged replica training
+for as long as its slowest peer's noisy convergence test takes, with nobody watching for a drift
+meanwhile.)
+
+The staleness bound holds among the replicas that train: a replica that serves has
 told its peers the last step it trained, and they do not wait for steps it will not take; when it
 trains again, its peers count its steps from their own step at that moment (its progress is
 offset by the steps they took while it served), so it neither holds them back nor runs ahead.
@@ -146,6 +160,7 @@ class Replica:
         self.messages_rejected = 0  # peer messages refused (and set aside)
         self.gradients_clipped = 0  # peer gradients scaled down to Guards.max_gradient_norm
         self.steps_skipped = 0  # own steps whose gradient was not finite
+        self.messages_while_serving = 0  # peer gradients and weights received while serving (AUTO): not applied
         self._unattributed = 0  # peer messages nobody could read, not yet matched to a gap
         self._mode_sequence = 0  # this replica's mode changes (AUTO)
         self._drift_epoch = 0  # drifts this replica knows of, its own and its peers' (AUTO)
@@ -195,6 +210,12 @@ class Replica:
         if self.mode is Mode.SERVE:
             return False
         return self.policy.training if self.policy is not None else True
+
+    @property
+    def serving(self) -> bool:
+        """In ``Mode.AUTO``, whether the replica serves: its model is then fixed, and peers'
+        gradients and weights are received without being applied (module docstring)."""
+        return self.policy is not None and not self.policy.training
 
     def on_batch(self, batch: Batch) -> List[Event]:
         """A mini-batch arrives. Returns the events to emit."""
@@ -273,10 +294,13 @@ class Replica:
             self._complete_sync_steps()
         else:
             self._attribute_gap(message)
-            apply = peer_update(self.peer_updates, local_step=self.local_step, sender_step=message.step)
-            self._model_call(functools.partial(apply, self.model), message.gradients)
-            self.model_version += 1
-            self.messages_applied += 1
+            if self.serving:  # a serving model stays fixed (module docstring): received, not applied
+                self.messages_while_serving += 1
+            else:
+                apply = peer_update(self.peer_updates, local_step=self.local_step, sender_step=message.step)
+                self._model_call(functools.partial(apply, self.model), message.gradients)
+                self.model_version += 1
+                self.messages_applied += 1
             self._mark_applied(message.sender, message.first_step, message.step)
         self._drain(out)
         return out
@@ -489,6 +513,9 @@ class Replica:
             self.duplicates_dropped += 1
             return
         self._peer_weights[message.sender] = message.step
+        if self.serving:  # a serving model stays fixed (module docstring)
+            self.messages_while_serving += 1
+            return
         own = self.model.get_weights()
         share = 1.0 / self.replicas
         self._model_call(self.model.set_weights, {name: (own[name] + share * (peer - own[name])).astype(own[name].dtype)
@@ -696,7 +723,7 @@ class Replica:
                  "messages_applied", "duplicates_dropped", "bound_overflows", "_sync_done",
                  "_outgoing_first", "input_ended", "done_sent", "finished", "messages_resent",
                  "batches_served", "_mode_sequence", "_drift_epoch", "dead_letters", "messages_rejected",
-                 "gradients_clipped", "steps_skipped", "_unattributed")  # append only: older snapshots restore the first ones
+                 "gradients_clipped", "steps_skipped", "_unattributed", "messages_while_serving")  # append only: older snapshots restore the first ones
 
     def snapshot(self) -> Dict[str, np.ndarray]:
         """Everything the replica needs to resume, as a flat dict of plain arrays.

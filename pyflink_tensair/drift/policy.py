@@ -6,8 +6,20 @@ and is in one of two phases::
     TRAINING --converged--> SERVING --drift (own detector, or a peer's)--> TRAINING
 
 - **Converged**: at least ``2 * window`` batches trained since training (re)started (or since a
-  peer's drift notice), and the mean loss of the last ``window`` batches is within ``tolerance``
-  (relative) of the mean of the ``window`` before them: it neither falls nor rises any more.
+  peer's drift notice, or since the loss last rose), and the mean loss of the last ``window``
+  batches is within ``tolerance`` (relative) of the mean of the ``window`` before them: it neither
+  falls nor rises any more.
+- **A rise while training**: a second detector of the same kind (``watch``) watches the training
+  losses; when it finds a rise (the stream changed while nobody served, so nobody detected a
+  drift), the convergence test starts afresh. Nothing is sent or reported (``rises`` counts them):
+  the replica trains on either way. Without it, two windows straddling the jump could have equal
+  means by chance (the older: near zero, then the spike; the newer: the new, high level), and a
+  replica "converged" at a high loss right after a drift (``docs/use_cases.md``: three of five
+  runs of the drift demo). Every ``window`` batches the watch starts again from the convergence
+  test's ``2 * window`` losses: over a whole training phase OPTWIN's older half holds the
+  learning's fall, and a jump from 0.05 to 15 left the newer half's mean below it (read as
+  learning). OPTWIN tests from 30 values on (``min_window``), so with its defaults the watch
+  needs ``window >= 15``.
 - **Drift**: while serving, every batch's loss goes to the drift detector (OPTWIN by default); a
   detection, or a peer's drift notice, starts training again. The detector starts afresh each time
   serving starts (training losses fall, and a falling loss is not what it watches), from the last
@@ -50,11 +62,14 @@ class AutoPolicy:
         self.window, self.tolerance = window, float(tolerance)
         self.detector_kind, self.detector_parameters = detector, dict(detector_parameters or {})
         self.detector = detectors.make(detector, **self.detector_parameters)
+        self.watch = detectors.make(detector, **self.detector_parameters)  # the training losses, for a rise
         self.training = True
         self.recent: Deque[float] = collections.deque(maxlen=2 * window)
         self.convergences = 0
         self.drifts = 0  # own detections
         self.peer_drifts = 0  # notices from peers that restarted training here
+        self.rises = 0  # rises of the loss while training: each restarted the convergence test
+        self._watched = 0  # training losses since the watch was last primed
         self.last_drift: Optional[Drift] = None
 
     def observe(self, loss: Optional[float]) -> Optional[str]:
@@ -63,7 +78,16 @@ class AutoPolicy:
         if loss is None:
             return None
         if self.training:
+            if self.watch.update(loss):  # the losses before the rise say nothing of the level after it
+                self.rises += 1
+                self.recent.clear()
+                self._watched = 0
             self.recent.append(float(loss))
+            self._watched += 1
+            if self._watched >= self.window:  # the watch compares with the convergence test's losses only
+                self._watched = 0
+                self.watch.reset()
+                self.watch.prime(self.recent)
             if self._converged():
                 self.training = False
                 self.convergences += 1
@@ -84,6 +108,8 @@ class AutoPolicy:
         changed the phase."""
         if self.training:
             self.recent.clear()
+            self.watch.reset()
+            self._watched = 0
             return False
         self.peer_drifts += 1
         self._resume()
@@ -92,6 +118,8 @@ class AutoPolicy:
     def _resume(self) -> None:
         self.training = True
         self.recent.clear()
+        self.watch.reset()
+        self._watched = 0
 
     def _converged(self) -> bool:
         if len(self.recent) < 2 * self.window:
@@ -106,7 +134,8 @@ class AutoPolicy:
                 "detector_parameters": self.detector_parameters, "training": self.training,
                 "recent": list(self.recent), "convergences": self.convergences, "drifts": self.drifts,
                 "peer_drifts": self.peer_drifts, "last_drift": self.last_drift.to_dict() if self.last_drift else None,
-                "detector": self.detector.snapshot()}
+                "detector": self.detector.snapshot(), "rises": self.rises, "watch": self.watch.snapshot(),
+                "watched": self._watched}
 
     @classmethod
     def restore(cls, state: dict) -> "AutoPolicy":
@@ -117,4 +146,7 @@ class AutoPolicy:
         policy.convergences, policy.drifts, policy.peer_drifts = state["convergences"], state["drifts"], state["peer_drifts"]
         policy.last_drift = Drift(**state["last_drift"]) if state["last_drift"] else None
         policy.detector = detectors.restore(state["detector"])
+        policy.rises = state.get("rises", 0)  # absent from older snapshots: a fresh watch
+        if "watch" in state:
+            policy.watch, policy._watched = detectors.restore(state["watch"]), state["watched"]
         return policy
