@@ -64,7 +64,11 @@ def installed(built, tmp_path_factory):
     constraints = os.path.join(ROOT, "requirements.txt")  # the versions the tests pin, so nothing new is resolved
     _run([uv, "pip", "install", "--quiet", "--python", python, "-c", constraints, built], timeout=1200)
     workdir = tmp_path_factory.mktemp("outside")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "_PYTHON"))}
+    # A user's shell, not this test process's environment: earlier tests in this process started a
+    # PyFlink gateway, and its variables (PYFLINK_GATEWAY_PORT, FLINK_HOME, ...) would make the
+    # child use that gateway and its checkout's classpath instead of the installed wheel's.
+    kept = ("HOME", "PATH", "JAVA_HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "TF_CPP_MIN_LOG_LEVEL", "CI")
+    env = {k: os.environ[k] for k in kept if k in os.environ}
     env.update(PYFLINK_TENSAIR_CACHE=str(workdir / "cache"), PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
     where = _run([python, "-c", f"import {PACKAGE}, os; print(os.path.dirname({PACKAGE}.__file__))"],
                  cwd=str(workdir), env=env).stdout.strip()
