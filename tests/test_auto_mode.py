@@ -179,6 +179,53 @@ def test_a_serving_replica_follows_a_peers_drift_notice_once_and_tells_the_other
     assert not [e for e in replica.on_gradient(newer) if isinstance(e, (Broadcast, ModeChange))]  # the same drift
 
 
+def test_a_replica_behind_in_the_stream_follows_a_peers_drift_where_its_own_input_reaches_it():
+    # the drift demo (docs/use_cases.md): the replica ahead found the drift at its batch 601 while
+    # this one served batch 540; training at once, it learnt the new labelling on old-concept batches
+    batches = _concepts(150, 100)
+    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    for batch in batches[:100]:
+        replica.on_batch(batch)
+    assert replica.serving
+    notice = ModeMessage(sender=1, step=80, sequence=2, training=True, reason="drift", origin=1, epoch=1, drift_at=150)
+    assert not [e for e in replica.on_gradient(notice) if isinstance(e, (Broadcast, ModeChange))]
+    served = replica.batches_served
+    for batch in batches[100:150]:  # the old concept still: served, the model fixed
+        assert not [e for e in replica.on_batch(batch) if isinstance(e, ModeChange)]
+    assert replica.serving and replica.batches_served == served + 50
+    # the pending notice is Flink state: a restore here keeps it
+    copy = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    copy.restore(replica.snapshot())
+    for r in (replica, copy):
+        out = r.on_batch(batches[150])
+        change = next(e for e in out if isinstance(e, ModeChange))
+        sent = [e.message for e in out if isinstance(e, Broadcast) and isinstance(e.message, ModeMessage)]
+        assert (change.reason, change.origin, change.batch_id, change.training) == ("peer_drift", 1, 150, True)
+        assert [(m.reason, m.epoch, m.drift_at) for m in sent] == [("peer_drift", 1, 150)]
+        assert r.training and r.local_step == replica.local_step  # batch 150 was trained on
+
+
+def test_a_drift_found_before_a_peers_position_for_it_is_the_same_drift():
+    batches = _concepts(100, 100)
+    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    for batch in batches[:100]:
+        replica.on_batch(batch)
+    replica.on_gradient(ModeMessage(sender=1, step=80, sequence=2, training=True, reason="drift", origin=1, epoch=1,
+                                    drift_at=10 ** 6))  # ids this replica never reaches: its own detector decides
+    changes = [e for b in batches[100:] for e in replica.on_batch(b) if isinstance(e, ModeChange)]
+    assert changes[0].reason == "drift" and 100 <= changes[0].batch_id < 110
+    assert replica._drift_epoch == 1 and replica._pending_drift == -1
+
+
+def test_a_peers_drift_notice_without_a_position_is_followed_at_once():
+    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    for batch in _concepts(100):
+        replica.on_batch(batch)
+    out = replica.on_gradient(ModeMessage(sender=1, step=80, sequence=2, training=True, reason="drift", origin=1, epoch=1))
+    assert replica.training and [e.reason for e in out if isinstance(e, ModeChange)] == ["peer_drift"]
+    assert wire.decode_message(wire.encode_message(ModeMessage(1, 2, 3, True, "drift", 1, 1, (0, 2), drift_at=99))).drift_at == 99
+
+
 def test_a_drift_notice_lost_across_a_restore_is_made_good_by_the_next_mode_message():
     replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     for batch in _concepts(100):

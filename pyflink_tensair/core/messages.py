@@ -141,6 +141,11 @@ class ModeMessage:
     only the newest, so a re-sent one changes nothing. ``epoch``: how many drifts the sender knows
     of; a receiver that knows fewer trains again (and keeps training at least two convergence
     windows), so a drift notice lost across a restore is made good by any later mode message.
+    ``drift_at``: where in the stream the newest of those drifts was found (the id of the batch
+    its detector fired on; ``-1``: unknown). A receiver whose own input has not reached it yet
+    follows the notice when it does, not before: the replicas read the stream at different
+    positions, and one behind that trained at once would learn the new concept on batches
+    still of the old one.
     """
 
     sender: int
@@ -151,6 +156,7 @@ class ModeMessage:
     origin: int
     epoch: int = 0
     acks: Tuple[int, ...] = ()  # see DoneMessage
+    drift_at: int = -1
 
 
 MODE_REASONS = ("converged", "drift", "peer_drift")

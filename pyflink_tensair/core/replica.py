@@ -37,6 +37,14 @@ trains again, its peers count its steps from their own step at that moment (its 
 offset by the steps they took while it served), so it neither holds them back nor runs ahead.
 Every mode message carries the sender's drift ``epoch`` (the drifts it knows of): a replica that
 knows fewer trains again, so a drift notice lost across a restore is made good by the next one.
+It also carries where the newest drift was found (``drift_at``, the batch id its detector fired
+on). The replicas read the stream at different positions, and a peer's notice takes effect where
+this replica's own input reaches that position, not when it arrives: a replica 60 batches behind
+that trained at once learnt the new concept on the old one's batches, and its accuracy fell
+before the drift (``docs/use_cases.md``). Until then its own detector still watches; a drift it
+finds first is the same drift (no new epoch). Without a position (batches without ids) the
+notice is followed at once. Batch ids that grow along the stream are the sources' (every source
+of this package numbers its batches so); ids that do not leave a replica to its own detector.
 
 Two update rules, chosen by the staleness bound ``s``:
 
@@ -164,6 +172,10 @@ class Replica:
         self._unattributed = 0  # peer messages nobody could read, not yet matched to a gap
         self._mode_sequence = 0  # this replica's mode changes (AUTO)
         self._drift_epoch = 0  # drifts this replica knows of, its own and its peers' (AUTO)
+        self._drift_at = -1  # the stream position (batch id) of the newest of them, -1: unknown
+        self._pending_drift = -1  # a peer's drift this replica's input has not reached: its position
+        self._pending_origin = -1  # the replica that found it
+        self._position = -1  # the highest batch id this replica has trained or predicted
         # protocol state
         self._applied: Dict[int, int] = {p: 0 for p in self._peers}  # contiguous high-water step
         self._applied_ahead: Dict[int, Dict[int, int]] = {p: {} for p in self._peers}  # first -> last
@@ -450,7 +462,20 @@ class Replica:
 
     # ------------------------------------------------------------------ training
 
+    def _reach(self, batch: Batch, out: List[Event]) -> None:
+        """The replica's input is at ``batch``: a peer's drift notice waiting for this position
+        takes effect now (module docstring)."""
+        self._position = max(self._position, batch.id)
+        if 0 <= self._pending_drift <= batch.id:
+            self._pending_drift = -1
+            if self.policy.on_peer_drift():
+                self._change_mode("peer_drift", batch, self._pending_origin, {}, out)
+
     def _serve(self, batch: Batch, out: List[Event]) -> None:
+        self._reach(batch, out)
+        if self.training:  # a peer's drift reached here: this batch is the first of the new concept
+            self._train(batch, out)
+            return
         result = self._guarded_call(self.model.evaluate, batch, out)
         if result is None:
             return
@@ -459,7 +484,11 @@ class Replica:
         out.append(self._prediction(batch, result))
         out.append(self._metrics("batch", batch, trained=False))
         if self.policy is not None and self.policy.observe(result.loss) == "drift":
-            self._drift_epoch += 1
+            if self._pending_drift >= 0:  # found here before the input reached a peer's position for it: the same drift
+                self._pending_drift = -1
+            else:
+                self._drift_epoch += 1
+            self._drift_at = batch.id
             self._change_mode("drift", batch, self.id, self.policy.last_drift.statistics, out)
 
     # ------------------------------------------------------------------ modes (AUTO)
@@ -475,7 +504,7 @@ class Replica:
             self._flush_outgoing(out)  # the last steps' gradients before the pause
         self._mode_sequence += 1
         self._send(ModeMessage(self.id, self.local_step, self._mode_sequence, training, reason, origin,
-                               self._drift_epoch), out)
+                               self._drift_epoch, drift_at=self._drift_at), out)
         change = ModeChange(self.id, self._clock(), batch.id if batch is not None else -1, self.local_step,
                             training, reason, origin, dict(statistics))
         if reason == "drift":
@@ -491,8 +520,13 @@ class Replica:
             self._peer_offset[sender] = max(self._peer_offset[sender], self.local_step - self._applied[sender])
         self._peer_paused[sender] = not message.training
         if message.epoch > self._drift_epoch:
-            self._drift_epoch = message.epoch
-            if self.policy is not None and self.policy.on_peer_drift():
+            self._drift_epoch, self._drift_at = message.epoch, message.drift_at
+            if self.policy is None:
+                return
+            if message.drift_at > self._position:  # this replica's input is still before it: follow it there
+                if self._pending_drift < 0:
+                    self._pending_drift, self._pending_origin = message.drift_at, message.origin
+            elif self.policy.on_peer_drift():
                 self._change_mode("peer_drift", None, message.origin, {}, out)
 
     def _send_weights(self, gradients: Gradients, out: List[Event]) -> None:
@@ -523,6 +557,7 @@ class Replica:
         self.model_version += 1
 
     def _train(self, batch: Batch, out: List[Event]) -> None:
+        self._reach(batch, out)
         staleness = self._staleness()
         fused = not self.synchronous and self._fused_step
         if fused:  # computed and applied in one call; the gradient leaves the model only for peers
@@ -723,7 +758,8 @@ class Replica:
                  "messages_applied", "duplicates_dropped", "bound_overflows", "_sync_done",
                  "_outgoing_first", "input_ended", "done_sent", "finished", "messages_resent",
                  "batches_served", "_mode_sequence", "_drift_epoch", "dead_letters", "messages_rejected",
-                 "gradients_clipped", "steps_skipped", "_unattributed", "messages_while_serving")  # append only: older snapshots restore the first ones
+                 "gradients_clipped", "steps_skipped", "_unattributed", "messages_while_serving",
+                 "_drift_at", "_pending_drift", "_pending_origin", "_position")  # append only: older snapshots restore the first ones
 
     def snapshot(self) -> Dict[str, np.ndarray]:
         """Everything the replica needs to resume, as a flat dict of plain arrays.

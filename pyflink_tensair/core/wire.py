@@ -291,7 +291,7 @@ def encode_message(message: PeerMessage, sparse_values: str = "float32") -> byte
         return encode_record(KIND_MODE, {"sender": message.sender, "step": message.step, "sequence": message.sequence,
                                          "training": bool(message.training), "reason": message.reason,
                                          "origin": message.origin, "epoch": message.epoch,
-                                         "acks": [int(a) for a in message.acks]}, {})
+                                         "drift_at": int(message.drift_at), "acks": [int(a) for a in message.acks]}, {})
     if isinstance(message, WeightsMessage):
         return encode_record(KIND_WEIGHTS, {"sender": message.sender, "step": message.step,
                                             "order": json.dumps(list(message.weights)),
@@ -364,7 +364,8 @@ def _decode_mode(meta: Mapping, tensors: Mapping) -> ModeMessage:
                               f"Received: training={training!r}, reason={reason!r}, {len(tensors)} tensors")
     return ModeMessage(_require_meta_int(meta, "sender", 0), _require_meta_int(meta, "step", 0),
                        _require_meta_int(meta, "sequence", 1), training, reason, _require_meta_int(meta, "origin", 0),
-                       _require_meta_int(meta, "epoch", 0), _acks(meta))
+                       _require_meta_int(meta, "epoch", 0), _acks(meta),
+                       _require_meta_int(meta, "drift_at", -1) if "drift_at" in meta else -1)  # absent: an older sender
 
 
 def _decode_weights(meta: Mapping, tensors: Mapping) -> WeightsMessage:

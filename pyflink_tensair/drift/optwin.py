@@ -15,13 +15,17 @@ of ``W_hist``, even when ``W_new``'s variance is as high as the F-test at ``δ``
 
 - **mean**: Welch's t of ``mean(W_new) - mean(W_hist)`` above ``t_δ(df)``: a drift;
 - **variance**: ``var(W_new) / var(W_hist)`` above ``f_δ``: a drift if the mean rose too; if the
-  mean fell (a model that learns), the window starts again without a drift.
+  mean fell (a model that learns), the window starts again from ``W_new``, without a drift.
 
 Only rises count: a falling loss is learning, not drift. After a drift the window starts again.
-``δ = confidence ** (1 / 4)`` as in the authors' implementation. Two things differ from that
-implementation, both towards the paper's definitions: the t statistic divides by variances (it
+``δ = confidence ** (1 / 4)`` as in the authors' implementation. Three things differ from that
+implementation. Two go towards the paper's definitions: the t statistic divides by variances (it
 divides by standard deviations there), and the F quantile's degrees of freedom are those of
-``var(W_new) / var(W_hist)`` (they are swapped there). Cuts and critical values are computed once
+``var(W_new) / var(W_hist)`` (they are swapped there). The third: where the variance rose and
+the mean fell, the authors empty the window; here it keeps ``W_new``. Emptied, a window whose
+newest values were a drift's first losses (the spread is the jump's; the mean still lower,
+because the older part held higher values) started again at the new level and never saw the
+rise: the drift demo's serving replica missed a permutation that way (``docs/use_cases.md``). Cuts and critical values are computed once
 per (confidence, rigor) and window length and shared by every detector of the process.
 
 Example (a loss that rises by one standard deviation, from about 1.0 to about 1.1, at value 500)::
@@ -239,8 +243,14 @@ class OPTWIN(DriftDetector):
         if f > f_critical:
             if mean_n > mean_h:
                 return "variance", statistics
-            self.reset()  # more spread but a lower mean: learning, not drift
+            self._keep_newest(m)  # more spread but a lower mean: learning, not drift
         return None
+
+    def _keep_newest(self, m: int) -> None:
+        """The window starts again from W_new, its ``m`` newest values (the level it moved to)."""
+        self._start = (self._start + self._length - m) % len(self._buffer)
+        self._length = m
+        self._recount(m - (self._cuts.at(m)[0] if m >= _SMALLEST else m))
 
     def _window_state(self) -> dict:
         self._recount(self._hist.count)
