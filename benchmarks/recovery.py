@@ -151,8 +151,7 @@ def _submit(folder, args, kill=None, sampler=None, stop=None, savepoint=None):
                 time.sleep(0.5)
             killed_at = time.time()
             print(f"  killing TaskManager: PIDs {cluster.kill_taskmanager(folder)}", flush=True)
-            time.sleep(5)
-            cluster.ensure_taskmanagers(folder, 2)
+            cluster.await_failover(folder, job_id)
     finally:
         runner.join()
         cluster.ensure_taskmanagers(folder, 2)

@@ -348,6 +348,30 @@ def ensure_taskmanagers(folder: str, count: int, timeout: float = 90.0) -> List[
     return started
 
 
+def await_failover(folder: str, job_id: str, taskmanagers: int = 2, timeout: float = 180.0) -> None:
+    """After a TaskManager died: replaces every TaskManager that dies (:func:`ensure_taskmanagers`)
+    until the job has restored a checkpoint and runs again with every task running, or has
+    finished. Raises ``RuntimeError`` if it ends unrestored or ``TimeoutError`` after ``timeout``.
+
+    The failover cancels the surviving TaskManagers' tasks, which can kill them too: only a
+    restarted job with every task running says it did not."""
+    url = rest_url(folder)
+    deadline = time.time() + timeout
+    while True:
+        ensure_taskmanagers(folder, taskmanagers)
+        restored = rest_get(f"{url}/jobs/{job_id}/checkpoints")["latest"]["restored"]
+        job = rest_get(f"{url}/jobs/{job_id}")
+        if restored is None and job["state"] in ("FINISHED", "FAILED", "CANCELED"):
+            raise RuntimeError(f"job {job_id} ended {job['state']} without restoring a checkpoint")
+        if restored is not None and (job["state"] == "FINISHED" or (
+                job["state"] == "RUNNING" and all(v["status"] in ("RUNNING", "FINISHED") for v in job["vertices"]))):
+            return
+        if time.time() > deadline:
+            raise TimeoutError(f"job {job_id} did not run again from a checkpoint within {timeout:.0f} s "
+                               f"(state {job['state']}, restored {restored})")
+        time.sleep(0.5)
+
+
 def submit(folder: str, script_args: List[str], *, detached: bool = False, timeout: float = None,
            savepoint: str = None) -> subprocess.CompletedProcess:
     """``flink run -py`` a job on the cluster with this interpreter; returns the finished process.

@@ -106,27 +106,37 @@ def _replica_metrics(url, job_id):
     return {m["id"].split("tensair.")[-1]: m for m in values}
 
 
-def test_replica_metrics_are_flink_metrics_in_the_rest_api(flink_cluster, tmp_path):
+def test_replica_metrics_are_flink_metrics_in_the_rest_api_and_a_storm_of_queries_kills_no_taskmanager(flink_cluster, tmp_path):
+    """The replicas' metrics read over REST while two threads query every metric of every
+    TaskManager, vertex and subtask without pause, through the thread-mode job's end (issue 24:
+    Python gauges called from the metrics thread as the task closed crashed the TaskManagers;
+    ``python -m benchmarks.metrics_storm`` runs longer storms, docs/reliability.md)."""
+    from benchmarks.metrics_storm import MetricsPoller
+
     url = cluster.rest_url(flink_cluster)
-    # Paced so that it runs ~30 s and ends by itself: cancelling a running PyFlink job sometimes
-    # kills the TaskManagers on Flink 2.3 ("Reference count must not be negative" in Beam's
-    # DefaultJobBundleFactory while the cancelled task closes its Python operators).
-    result = cluster.submit(flink_cluster, [QUICKSTART, "--replicas", "2", "--batches", "600", "--rate", "20",
-                                            "--outdir", str(tmp_path / "out")], detached=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    job_id = _job_id(result.stdout)
-    seen = {}
-    deadline = time.time() + 240
-    while time.time() < deadline and cluster.rest_get(f"{url}/jobs/{job_id}")["state"] in ("CREATED", "INITIALIZING", "RUNNING"):
-        seen = _replica_metrics(url, job_id)
-        if seen.get("model_version", {}).get("max", 0) > 0 and seen.get("loss_x1e6", {}).get("max", 0) > 0:
-            break
-        time.sleep(2)
-    assert seen.get("model_version", {}).get("max", 0) > 0, seen
-    assert 0 < seen["loss_x1e6"]["max"] < 10 * 1e6, seen
-    assert {"staleness", "batches_per_s_x1000"} <= set(seen)
-    assert seen["last_drift_batch"]["max"] == -1  # always trains: no drift (the gauge exists, and says none)
-    assert _wait_finished(url, job_id) == "FINISHED"
+    taskmanagers = set(cluster.taskmanager_pids(flink_cluster))
+    with MetricsPoller(url, threads=2) as poller:
+        # Paced so that it runs ~30 s and ends by itself: cancelling a running PyFlink job sometimes
+        # kills the TaskManagers on Flink 2.3 ("Reference count must not be negative" in Beam's
+        # DefaultJobBundleFactory while the cancelled task closes its Python operators).
+        result = cluster.submit(flink_cluster, [QUICKSTART, "--replicas", "2", "--batches", "600", "--rate", "20",
+                                                "--outdir", str(tmp_path / "out")], detached=True, timeout=300)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        job_id = _job_id(result.stdout)
+        seen = {}
+        deadline = time.time() + 240
+        while time.time() < deadline and cluster.rest_get(f"{url}/jobs/{job_id}")["state"] in ("CREATED", "INITIALIZING", "RUNNING"):
+            seen = _replica_metrics(url, job_id)
+            if seen.get("model_version", {}).get("max", 0) > 0 and seen.get("loss_x1e6", {}).get("max", 0) > 0:
+                break
+            time.sleep(2)
+        assert seen.get("model_version", {}).get("max", 0) > 0, seen
+        assert 0 < seen["loss_x1e6"]["max"] < 10 * 1e6, seen
+        assert {"staleness", "batches_per_s_x1000"} <= set(seen)
+        assert seen["last_drift_batch"]["max"] == -1  # always trains: no drift (the gauge exists, and says none)
+        assert _wait_finished(url, job_id) == "FINISHED"
+    assert set(cluster.taskmanager_pids(flink_cluster)) == taskmanagers, "a TaskManager died in the storm"
+    assert poller.queries > 100, (poller.queries, poller.refused)  # the storm did query
 
 
 def test_both_use_case_jobs_with_flink_run_on_two_taskmanagers(flink_cluster, tmp_path):
@@ -183,25 +193,6 @@ def _checkpoint_after_step(url: str, job_id: str, step: int) -> None:
     _wait_until(f"a checkpoint triggered after model version {step}", completed_after)
 
 
-def _await_failover(folder: str, url: str, job_id: str) -> None:
-    """After a TaskManager was killed: replaces every TaskManager that dies until the job has
-    restored a checkpoint and runs again with all its tasks running (or has finished).
-
-    The failover cancels the surviving TaskManager's tasks, which can kill it too (see
-    ``cluster.ensure_taskmanagers``): only a restarted job with every task running says it did not."""
-    def recovered():
-        cluster.ensure_taskmanagers(folder, 2)
-        restored = cluster.rest_get(f"{url}/jobs/{job_id}/checkpoints")["latest"]["restored"]
-        job = cluster.rest_get(f"{url}/jobs/{job_id}")
-        if restored is None:
-            assert job["state"] not in ("FINISHED", "FAILED", "CANCELED"), f"job {job_id} ended {job['state']} unrestored"
-            return False
-        return job["state"] == "FINISHED" or (
-            job["state"] == "RUNNING" and all(v["status"] in ("RUNNING", "FINISHED") for v in job["vertices"]))
-
-    _wait_until(f"job {job_id} to restart from a checkpoint with every task running", recovered)
-
-
 def _retrained_after_restores(records) -> int:
     """The batch records that a restore made obsolete: those of a replica's steps beyond the step
     it was restored at, made before that restore (and after its previous one)."""
@@ -239,7 +230,7 @@ def test_a_lost_taskmanager_costs_no_batch_and_synchronous_replicas_stay_identic
         while time.time() < deadline and any(cluster._alive(pid) for pid in killed):
             time.sleep(0.2)
         assert not any(cluster._alive(pid) for pid in killed), killed
-        _await_failover(flink_cluster, url, job_id)
+        cluster.await_failover(flink_cluster, job_id)
     finally:
         runner.join(600)
         cluster.ensure_taskmanagers(flink_cluster, 2)  # as the other tests expect it

@@ -47,7 +47,8 @@ def built(tmp_path_factory):
     """The sdist and the wheel built from it, with the Java channel compiled in (required, not optional)."""
     dist = tmp_path_factory.mktemp("dist")
     env = {**os.environ, "PYFLINK_TENSAIR_REQUIRE_JAR": "1"}
-    _run([sys.executable, "-m", "build", "--outdir", str(dist), ROOT], env=env, timeout=900)
+    # --installer uv: the two isolated build environments (sdist, then the wheel from it) from uv's cache
+    _run([sys.executable, "-m", "build", "--installer", "uv", "--outdir", str(dist), ROOT], env=env, timeout=900)
     wheels, sdists = glob.glob(str(dist / "*.whl")), glob.glob(str(dist / "*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1, os.listdir(dist)
     return wheels[0]

@@ -162,7 +162,7 @@ def test_a_lost_taskmanager_resumes_from_the_checkpointed_offsets_and_trains_eve
     batches, each trained once."""
     import threading
 
-    from test_cluster import _await_failover, _checkpoint_after_step
+    from test_cluster import _checkpoint_after_step
 
     topic = f"recovery-{int(time.time())}"
     assert _fill(kafka_broker, topic, 1200) == 1200
@@ -182,7 +182,7 @@ def test_a_lost_taskmanager_resumes_from_the_checkpointed_offsets_and_trains_eve
         while time.time() < deadline and any(cluster._alive(pid) for pid in killed):
             time.sleep(0.2)
         assert not any(cluster._alive(pid) for pid in killed), killed
-        _await_failover(flink_cluster, url, job_id)
+        cluster.await_failover(flink_cluster, job_id)
     finally:
         runner.join(600)
         cluster.ensure_taskmanagers(flink_cluster, 2)

@@ -3,7 +3,9 @@
 PyFlink's thread-mode gauges called Python from Flink's metric thread; a metrics query between a
 task closing its Python operators and Flink closing the task's metric group killed the
 TaskManager (docs/reliability.md). The replicas' metrics are now Java gauges that the task
-thread sets (:mod:`pyflink_tensair.flink.replica_metrics`).
+thread sets (:mod:`pyflink_tensair.flink.replica_metrics`). The storm on the cluster is in
+``tests/test_cluster.py`` (every metric queried without pause while the replica-metrics job runs
+and ends); ``python -m benchmarks.metrics_storm`` runs longer ones.
 """
 
 import pytest
@@ -57,18 +59,3 @@ def test_process_mode_keeps_gauges_read_by_beam_in_the_python_worker():
 def test_a_negative_interval_is_refused():
     with pytest.raises(ValueError, match="every_s must be >= 0, got -1"):
         ReplicaMetrics(_ThreadModeGroup(), {}, every_s=-1)
-
-
-@pytest.mark.cluster
-def test_a_metrics_storm_while_thread_mode_jobs_end_kills_no_taskmanager(flink_cluster):
-    """Every metric of every TaskManager, vertex and subtask queried without pause by two threads
-    while two short thread-mode jobs of two replicas start, train and end (benchmarks.metrics_storm
-    runs more of them, with the fetcher at 0; docs/reliability.md)."""
-    pytest.importorskip("pyflink")
-    from benchmarks.metrics_storm import storm
-
-    result = storm(flink_cluster, rounds=1, jobs=2, replicas=2, batches=30, pollers=2)
-    assert result.taskmanagers_lost == [], f"TaskManagers died: {result.taskmanagers_lost}"
-    assert not result.submit_failures, result.submit_failures
-    assert len(result.job_states) == 2 and set(result.job_states.values()) == {"FINISHED"}, result.job_states
-    assert result.queries > 100, result  # the storm did query
