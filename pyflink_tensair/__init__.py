@@ -15,6 +15,8 @@ Example::
     models = keras_models(out.models.execute_and_collect(), build_model)
 """
 
+from typing import TYPE_CHECKING
+
 from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
@@ -34,6 +36,21 @@ _NAMES = {
     "averaged_keras_model": ".flink.results",
     "decode_prediction": ".flink.types", "decode_final_model": ".flink.types",
 }
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
+    from .config import (AutoSettings, Guards, LatencySettings, Mode, PeerUpdates, ReplicaExecution,
+                         TrainConfig, TrainerMode, WorkerMode)
+    from .core.messages import Batch, DeadLetter
+    from .core.simulation import SimulationResult, simulate
+    from .core.wire import decode_batch, decode_dead_letter, encode_batch
+    from .errors import (BadInputError, ClusterError, ConfigError, DataError, DataNotFoundError,
+                         JavaToolchainError, KafkaError, ModelError, ProtocolError, TensairError,
+                         WireFormatError)
+    from .flink.batching import text_batches, to_batches
+    from .flink.results import averaged_keras_model, keras_model, keras_models
+    from .flink.sources import batch_source
+    from .flink.training import TrainOutput, train
+    from .flink.types import decode_final_model, decode_prediction
 
 __getattr__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

@@ -16,6 +16,8 @@ Example::
     2
 """
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
 
 # Loaded on first use: importing a package must not import its submodules (see pyflink_tensair._lazy).
@@ -25,5 +27,11 @@ _NAMES = {
     "progress_line": ".progress",
     "main_guard": ".run", "run_job": ".run",
 }
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
+    from .flags import (add_job_arguments, at_least, config_from_args, config_value, default_outdir,
+                        held_batches_capacity)
+    from .progress import progress_line
+    from .run import main_guard, run_job
+
 __getattr__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

@@ -146,8 +146,8 @@ def decode_final_model(data) -> FinalModel:
 
     meta, tensors = wire.decode_tensors(data)
     replica, version, digest = meta.get("replica"), meta.get("model_version"), meta.get("initial_digest", "")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (replica, version)) \
-            or not isinstance(digest, str):
+    if not isinstance(replica, int) or not isinstance(version, int) or not isinstance(digest, str) \
+            or isinstance(replica, bool) or isinstance(version, bool) or replica < 0 or version < 0:
         raise wire.WireFormatError("a final-model record needs ints 'replica' and 'model_version' >= 0 and a str "
                                    f"'initial_digest'. Received: {meta!r:.200}")
     return FinalModel(replica, version, dict(tensors), digest)

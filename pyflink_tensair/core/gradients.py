@@ -7,7 +7,7 @@ order get bit-identical results (synchronous SGD relies on it).
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Sequence
+from typing import Dict, Iterable, List, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -98,7 +98,7 @@ def average_gradients(gradient_sets: Sequence[Gradients]) -> Gradients:
     return total if len(gradient_sets) == 1 else scale_gradients(total, 1.0 / len(gradient_sets))
 
 
-def average_weights(weight_sets: Sequence[Gradients]) -> Gradients:
+def average_weights(weight_sets: Sequence[Mapping[str, np.ndarray]]) -> Dict[str, np.ndarray]:
     """The element-wise mean of several models' weights, in the order given: one model that
     stands for DASGD replicas whose weights drifted apart.
 
@@ -107,7 +107,7 @@ def average_weights(weight_sets: Sequence[Gradients]) -> Gradients:
         >>> average_weights([{"w": np.array([1.0, 2.0])}, {"w": np.array([3.0, 2.0])}])["w"].tolist()
         [2.0, 2.0]
     """
-    return average_gradients(weight_sets)
+    return {name: np.asarray(value) for name, value in average_gradients(cast(Sequence[Gradients], weight_sets)).items()}
 
 
 def dense_nbytes(gradients: Gradients) -> int:

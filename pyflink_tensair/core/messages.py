@@ -92,7 +92,8 @@ class Batch:
 
     @property
     def id(self) -> int:
-        return int(self.meta.get("id", -1))
+        value = self.meta.get("id", -1)
+        return -1 if value is None else int(value)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -80,7 +80,7 @@ class DelayLine:
         if not isinstance(delay, int) or delay < 0:
             raise ConfigError(f"delivery_delay must be an int >= 0. Received: delivery_delay={delay!r}")
         self.delay = delay
-        self._queue = collections.deque()  # (due_tick, destination, message)
+        self._queue: Deque[Tuple[int, int, object]] = collections.deque()  # (due_tick, destination, message)
 
     def send(self, tick: int, destination: int, message) -> None:
         self._queue.append((tick + self.delay, destination, message))

@@ -32,14 +32,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from ..config import SPARSE_VALUES
 from ..errors import WireFormatError
-from .messages import (DEAD_LETTER_REASONS, MODE_REASONS, Batch, DeadLetter, DoneMessage, GradientMessage, ModeMessage,
-                       PeerMessage, SparseGradient, WeightsMessage)
+from .messages import (DEAD_LETTER_REASONS, MODE_REASONS, Batch, DeadLetter, DoneMessage, GradientMessage, Gradients,
+                       ModeMessage, PeerMessage, RefusedMessage, SparseGradient, WeightsMessage)
 
 MAGIC = b"TSNR"
 VERSION = 1
@@ -106,7 +106,7 @@ def encode_record(kind: int, meta: Mapping, tensors: Mapping[str, np.ndarray]) -
             array = np.ascontiguousarray(array)  # (not for every array: it makes a 0-d array 1-d)
         entries.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape),
                         "offset": offset, "nbytes": array.nbytes})
-        chunks.append(memoryview(array).cast("B") if array.nbytes else b"")
+        chunks.append(array.data.cast("B") if array.nbytes else b"")
         offset += array.nbytes
         chunks.append(b"\0" * _pad(offset))
         offset += _pad(offset)
@@ -254,6 +254,7 @@ def decode_batch(data) -> Batch:
     kind, meta, tensors = decode_record(data)
     _expect_kind(kind, KIND_BATCH)
     y = tensors.pop("y", None)
+    x: Union[np.ndarray, Dict[str, np.ndarray]]
     if "x" in tensors:
         x = tensors.pop("x")
     else:
@@ -296,7 +297,10 @@ def encode_message(message: PeerMessage, sparse_values: str = "float32") -> byte
         return encode_record(KIND_WEIGHTS, {"sender": message.sender, "step": message.step,
                                             "order": json.dumps(list(message.weights)),
                                             "acks": [int(a) for a in message.acks]}, message.weights)
-    tensors, sparse = {}, {}
+    if isinstance(message, RefusedMessage):
+        raise WireFormatError(f"a refused message is not sent: {message!r}")
+    tensors: Dict[str, np.ndarray] = {}
+    sparse: Dict[str, list] = {}
     for name, grad in message.gradients.items():
         if isinstance(grad, SparseGradient):
             tensors[name + _SPARSE_INDICES] = grad.indices
@@ -333,7 +337,7 @@ def decode_message(data) -> PeerMessage:
     if not isinstance(sparse, dict) or not isinstance(order, list):
         raise WireFormatError("gradient record: 'sparse' must be an object and 'order' a list")
     _check_names(order, "gradient")
-    gradients = {}
+    gradients: Gradients = {}
     for name in order:
         if name in sparse:
             shape = sparse[name]
@@ -466,7 +470,7 @@ def decode_dead_letter(data) -> DeadLetter:
 
 # --- tensors (predictions, model snapshots) -----------------------------------------------------
 
-def encode_tensors(tensors: Mapping[str, np.ndarray], meta: Mapping = None) -> bytes:
+def encode_tensors(tensors: Mapping[str, np.ndarray], meta: Optional[Mapping] = None) -> bytes:
     return encode_record(KIND_TENSORS, meta or {}, tensors)
 
 

@@ -12,6 +12,8 @@ Example::
     (4, 3)
 """
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
 
 # Loaded on first use: importing a package must not import its submodules (see pyflink_tensair._lazy).
@@ -21,5 +23,10 @@ _NAMES = {
     "encoded_teacher_batch": ".teacher", "teacher_classification_batch": ".teacher",
     "read_corpus": ".corpus", "shakespeare_corpus": ".corpus",
 }
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
+    from .corpus import read_corpus, shakespeare_corpus
+    from .images import ImageStream, load_digits, read_cifar10, synthetic_images, write_cifar10
+    from .teacher import encoded_teacher_batch, teacher_classification_batch
+
 __getattr__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

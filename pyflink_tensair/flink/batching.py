@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Union, cast
 
 import numpy as np
 from pyflink.common import Types
@@ -40,7 +40,8 @@ def _encode_pending(record) -> bytes:
 
 def _decode_pending(data: bytes):
     batch = wire.decode_batch(data)
-    return (batch.x[0],) if batch.y is None else (batch.x[0], batch.y[0].item())
+    features = cast(np.ndarray, batch.x)  # _encode_pending wrote one array
+    return (features[0],) if batch.y is None else (features[0], batch.y[0].item())
 
 
 class _Batcher(KeyedProcessFunction):
@@ -286,11 +287,11 @@ class Pacer:
 
     def __init__(self, rate: float):
         self.rate = float(rate)
-        self._start = None
+        self._start: Optional[float] = None
 
     def meta(self, number: int, position: Optional[float] = None) -> dict:
         """``position``: where the batch falls in the paced sequence (default: ``number``)."""
-        meta = {"id": int(number)}
+        meta: Dict[str, Union[int, float]] = {"id": int(number)}
         if self.rate > 0:
             at = number if position is None else position
             if self._start is None:

@@ -8,7 +8,7 @@ source: batch ``i`` is due at ``start + i / rate`` whatever the job does with ea
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 from ..config import ReplicaExecution
 from ..core import wire
@@ -51,7 +51,7 @@ class PacedBatches:
         self._rate = float(rate)
         self._clock = clock
         self._sleep = sleep
-        self._start = None
+        self._start: Optional[float] = None
 
     def __call__(self, index: int) -> bytes:
         index = int(index)

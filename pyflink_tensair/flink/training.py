@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..config import TrainConfig, as_train_config
 from ..errors import ConfigError, ModelError
@@ -30,6 +30,9 @@ from . import types
 from .checkpointing import replica_operator
 from .functions import ReplicaFunction
 from .loop import FeedbackLoop
+
+if TYPE_CHECKING:
+    from pyflink.datastream import DataStream
 
 
 @dataclass(frozen=True)
@@ -58,14 +61,14 @@ class TrainOutput:
     (the sinks attached to the other streams too) and ends with it.
     """
 
-    predictions: object
-    metrics: object
-    models: object
-    probes: object
+    predictions: "DataStream"
+    metrics: "DataStream"
+    models: "DataStream"
+    probes: "DataStream"
     loop_id: str
     model: object = None
-    mode_changes: object = None
-    dead_letters: object = None
+    mode_changes: Optional["DataStream"] = None
+    dead_letters: Optional["DataStream"] = None
 
     def collect_keras_models(self) -> list:
         """Runs the job and returns each replica's trained ``keras.Model``, replica ``r`` at

@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import urllib.error
 import urllib.request
+from typing import Optional
 
 from ..cache import cache_dir
 from ..errors import KafkaError
@@ -52,7 +53,7 @@ def _download(url: str, target: str) -> None:
     os.replace(partial, target)  # whole or not at all
 
 
-def connector_jar(path: str = None) -> str:
+def connector_jar(path: Optional[str] = None) -> str:
     """The Flink Kafka connector jar: ``path`` if given (checked), else the cached copy, fetched
     from Maven Central on first use."""
     if path:

@@ -26,7 +26,7 @@ import contextlib
 import os
 import random
 import threading
-from typing import Callable, Dict, Optional, Union
+from typing import Callable, Dict, Mapping, Optional, Union
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -294,7 +294,7 @@ class KerasModelAdapter:
     def get_weights(self) -> Dict[str, np.ndarray]:
         return {name: v.numpy() for name, v in zip(self.names, self._variables)}
 
-    def set_weights(self, weights: Dict[str, Union[np.ndarray, SparseGradient]]) -> None:
+    def set_weights(self, weights: Mapping[str, Union[np.ndarray, SparseGradient]]) -> None:
         """Sets the trainable weights from what :meth:`get_weights` (or a ``FinalModel``) holds.
 
         Variables missing from ``weights`` keep their values; a ``SparseGradient`` value sets only

@@ -12,6 +12,8 @@ Use these to test the protocol, or your own pipeline or model around it, without
 Importing this package loads neither pyflink nor TensorFlow (a test enforces it).
 """
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
 
 # Loaded on first use: importing a package must not import its submodules (see pyflink_tensair._lazy).
@@ -20,5 +22,10 @@ _NAMES = {
     "SimulationResult": "..core.simulation", "max_weight_diff": "..core.simulation", "simulate": "..core.simulation",
     "check_protocol": ".checks", "check_trainable_model": ".checks",
 }
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
+    from ..core.simulation import SimulationResult, max_weight_diff, simulate
+    from .checks import check_protocol, check_trainable_model
+    from .linear_model import LinearModel, make_regression_batches
+
 __getattr__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

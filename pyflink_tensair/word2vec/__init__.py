@@ -18,6 +18,8 @@ Example::
     'the'
 """
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
 
 # Loaded on first use: importing a package must not import its submodules (see pyflink_tensair._lazy).
@@ -30,5 +32,14 @@ _NAMES = {
     "nearest_neighbours": ".evaluation", "random_pairs": ".evaluation", "shuffled_pairs": ".evaluation",
     "write_word2vec_text": ".evaluation",
 }
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
+    from .evaluation import (centered, cooccurring_pairs, mean_cosine, nearest_neighbours, random_pairs,
+                             shuffled_pairs, write_word2vec_text)
+    from .lines import LineChunkBatches
+    from .probe import neighbours_probe
+    from .skipgram import SkipGramBatches
+    from .stream import CorpusBatches
+    from .vocabulary import Vocabulary, encode_corpus, encode_line, tokenize
+
 __getattr__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)
