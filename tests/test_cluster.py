@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("pyflink")
 
-from pyflink_tensair import cluster  # noqa: E402
+from pyflink_tensair import cluster, processes  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -227,9 +227,9 @@ def test_a_lost_taskmanager_costs_no_batch_and_synchronous_replicas_stay_identic
         # (thread mode) a TaskManager that hosts no process-mode operator has none.
         assert killed[0] == victim, killed
         deadline = time.time() + 10
-        while time.time() < deadline and any(cluster._alive(pid) for pid in killed):
+        while time.time() < deadline and any(processes.alive(pid) for pid in killed):
             time.sleep(0.2)
-        assert not any(cluster._alive(pid) for pid in killed), killed
+        assert not any(processes.alive(pid) for pid in killed), killed
         cluster.await_failover(flink_cluster, job_id)
     finally:
         runner.join(600)

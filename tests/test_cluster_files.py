@@ -14,8 +14,8 @@ def test_a_cluster_folder_puts_flink_python_on_the_taskmanagers_classpath(tmp_pa
     names = os.listdir(tmp_path / "lib")
     assert any(n.startswith("flink-python") for n in names) and any(n.startswith("flink-dist") for n in names)
     assert all(os.path.exists(tmp_path / "lib" / n) for n in names)
-    assert cluster._environment(str(tmp_path))["FLINK_LIB_DIR"] == str(tmp_path / "lib")
-    assert 'classloader.parent-first-patterns.additional: "pemja."' in (tmp_path / "conf" / "config.yaml").read_text()
+    assert cluster.flink_environment(str(tmp_path))["FLINK_LIB_DIR"] == str(tmp_path / "lib")
+    assert cluster.read_config(str(tmp_path))["classloader.parent-first-patterns.additional"] == "pemja."
     cluster.write_config(str(tmp_path), taskmanagers=1, slots=1, rest_port=18081, rpc_port=16123)  # again: links kept
     assert sorted(os.listdir(tmp_path / "lib")) == sorted(names)
 
@@ -40,11 +40,12 @@ class _FakeRest:
 
 def _fake(monkeypatch, rest):
     from pyflink_tensair import cluster
+    from pyflink_tensair.cluster import rest as rest_api
 
-    monkeypatch.setattr(cluster, "rest_url", lambda folder: "http://jm")
-    monkeypatch.setattr(cluster, "rest_post", rest.post)
-    monkeypatch.setattr(cluster, "rest_get", rest.get)
-    monkeypatch.setattr(cluster.time, "sleep", lambda s: None)
+    monkeypatch.setattr(rest_api, "rest_url", lambda folder: "http://jm")
+    monkeypatch.setattr(rest_api, "rest_post", rest.post)
+    monkeypatch.setattr(rest_api, "rest_get", rest.get)
+    monkeypatch.setattr(rest_api.time, "sleep", lambda s: None)
     return cluster
 
 

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("pyflink")
 
-from pyflink_tensair import cluster  # noqa: E402
+from pyflink_tensair import cluster, processes  # noqa: E402
 from pyflink_tensair.errors import ConfigError, KafkaError  # noqa: E402
 from pyflink_tensair.kafka import broker  # noqa: E402
 from pyflink_tensair.core import wire  # noqa: E402
@@ -179,9 +179,9 @@ def test_a_lost_taskmanager_resumes_from_the_checkpointed_offsets_and_trains_eve
         _checkpoint_after_step(url, job_id, 20)
         killed = cluster.kill_taskmanager(flink_cluster, cluster.taskmanager_pids(flink_cluster)[0])
         deadline = time.time() + 10
-        while time.time() < deadline and any(cluster._alive(pid) for pid in killed):
+        while time.time() < deadline and any(processes.alive(pid) for pid in killed):
             time.sleep(0.2)
-        assert not any(cluster._alive(pid) for pid in killed), killed
+        assert not any(processes.alive(pid) for pid in killed), killed
         cluster.await_failover(flink_cluster, job_id)
     finally:
         runner.join(600)

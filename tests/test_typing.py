@@ -8,7 +8,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAZY_PACKAGES = ["", "core", "flink", "cli", "datasets", "testing", "word2vec"]
+LAZY_PACKAGES = ["", "core", "flink", "cli", "cluster", "datasets", "testing", "word2vec"]
 
 
 def _mypy(*args, cwd=ROOT):

@@ -89,7 +89,7 @@ def _run_probe(spec: Spec, system: str, workload: str, replicas: int, rate: floa
         if mode == "cluster" and system != "limit":
             command = [os.path.join(cluster.flink_home(), "bin", "flink"), "run", "-pyclientexec", sys.executable,
                        "-pyexec", sys.executable, "-py", PROBE_JOB, *args]
-            env = cluster._environment(cluster_dir)
+            env = cluster.flink_environment(cluster_dir)
             roots = cluster.recorded_pids(cluster_dir)
         else:
             command, env, roots = [sys.executable, PROBE_JOB, *args], cluster.client_environment(), []

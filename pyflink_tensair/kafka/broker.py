@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import base64
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import time
 import uuid
 from typing import Optional
 
-from ..cluster import _alive  # a PID that runs and is no zombie
+from ..processes import alive, command_line, terminate
 from ..errors import KafkaError
 from .artifacts import KAFKA_VERSION, broker_libs
 
@@ -96,18 +95,17 @@ def recorded_pid(folder: str) -> Optional[int]:
         pid = int(open(_pid_file(folder)).read().strip())
     except (OSError, ValueError):
         return None
-    try:
-        command = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
-    except OSError:
-        return pid  # gone (or no /proc): harmless to report, _alive says whether it runs
-    config = os.path.join(os.path.abspath(folder), "server.properties")
+    words = command_line(pid)
+    if words is None:
+        return pid  # gone: harmless to report, alive() says whether it runs
+    command, config = " ".join(words), os.path.join(os.path.abspath(folder), "server.properties")
     return pid if "kafka.Kafka" in command and config in command else None
 
 
 def bootstrap_servers(folder: str) -> str:
     """The running broker's ``host:port``; a ``KafkaError`` if none runs from ``folder``."""
     pid = recorded_pid(folder)
-    if pid is None or not _alive(pid):
+    if pid is None or not alive(pid):
         raise KafkaError(f"no Kafka broker runs from {folder}: start one with "
                          f"'python -m pyflink_tensair.kafka.broker start --dir {folder}'")
     return open(_port_file(folder)).read().strip()
@@ -125,7 +123,7 @@ def start(folder: str = DEFAULT_DIR, *, port: int = DEFAULT_PORT, controller_por
     servers once it answers a metadata request."""
     folder = os.path.abspath(folder)
     pid = recorded_pid(folder)
-    if pid is not None and _alive(pid):
+    if pid is not None and alive(pid):
         raise KafkaError(f"a broker already runs from {folder} (PID {pid}); stop it first")
     if _accepts(port):
         raise KafkaError(f"port {port} on {LOCALHOST} is taken: choose another with --port")
@@ -191,21 +189,9 @@ def stop(folder: str = DEFAULT_DIR, timeout: float = 30.0) -> Optional[int]:
         if os.path.exists(_pid_file(folder)):
             os.remove(_pid_file(folder))  # a stale PID, now another process's: not signalled
         return None
-    try:
-        if _alive(pid):
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.time() + timeout
-            while _alive(pid) and time.time() < deadline:
-                time.sleep(0.2)
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # it ended by itself meanwhile
-    try:
-        os.waitpid(pid, os.WNOHANG)  # reap it if this process started it
-    except ChildProcessError:
-        pass
-    os.remove(_pid_file(folder))
+    terminate([pid], timeout)  # reaps it if this process started it
+    if os.path.exists(_pid_file(folder)):  # (a second stop finds it gone)
+        os.remove(_pid_file(folder))
     return pid
 
 

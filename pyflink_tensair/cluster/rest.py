@@ -1,0 +1,108 @@
+"""Flink's REST API: queries, the running job, savepoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from typing import Optional
+
+from .configuration import rest_url
+
+
+def rest_get(url: str, timeout: float = 5.0):
+    """``GET url``, its JSON answer."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.loads(response.read().decode("utf-8"))
+
+
+def rest_post(url: str, body: dict, timeout: float = 5.0):
+    """``POST url`` with a JSON body, its JSON answer; Flink's own reason when it refuses."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return json.loads(response.read().decode("utf-8"))
+    except urllib.error.HTTPError as err:  # Flink says why in its body's "errors"
+        detail = err.read().decode("utf-8", "replace")
+        try:
+            detail = "; ".join(str(e).splitlines()[0] for e in json.loads(detail).get("errors", [])) or detail
+        except ValueError:
+            pass
+        raise RuntimeError(f"Flink refused POST {url} (HTTP {err.code}): {detail}") from None
+
+
+def the_running_job(folder: str) -> str:
+    """The one running job's id; an error naming them all if several run."""
+    running = [j["jid"] for j in rest_get(f"{rest_url(folder)}/jobs/overview")["jobs"] if j["state"] == "RUNNING"]
+    if len(running) != 1:
+        raise RuntimeError(f"{len(running)} jobs are running on the cluster in {folder} ({', '.join(running) or 'none'}): "
+                           "name one with --job JOBID")
+    return running[0]
+
+
+def running_job(folder: str, timeout: float = 180.0) -> str:
+    """The id of a job running on the cluster, once one is (e.g. one submitted by another thread)."""
+    url = rest_url(folder)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        running = [j for j in rest_get(f"{url}/jobs/overview")["jobs"] if j["state"] == "RUNNING"]
+        if running:
+            return running[0]["jid"]
+        time.sleep(0.5)
+    raise RuntimeError(f"no job running on the cluster in {folder} after {timeout:.0f} s")
+
+
+# A savepoint that reaches a task while it finishes (e.g. the one-shot start-markers source) is
+# declined, or refused by its TaskManager if the task has just gone; the job runs on, and the
+# same savepoint a moment later succeeds.
+_TRANSIENT_DECLINES = ("task is closing", "checkpoint request for unknown task")
+
+
+class _SavepointDeclined(RuntimeError):
+    pass
+
+
+def _await_savepoint(url: str, job_id: str, trigger: dict, deadline: float) -> str:
+    while time.time() < deadline:
+        status = rest_get(f"{url}/jobs/{job_id}/savepoints/{trigger['request-id']}")
+        if status["status"]["id"] == "COMPLETED":
+            operation = status.get("operation", {})
+            if "location" in operation:
+                return operation["location"]
+            cause = operation.get("failure-cause", {})
+            message = (cause.get("stack-trace") or cause.get("class")) if isinstance(cause, dict) else cause  # its first line says why
+            line = str(message).splitlines()[0] if message else str(operation)
+            error = _SavepointDeclined if any(d in str(message) for d in _TRANSIENT_DECLINES) else RuntimeError
+            raise error(f"the savepoint of job {job_id} failed: {line}")
+        time.sleep(0.5)
+    raise RuntimeError(f"the savepoint of job {job_id} did not complete in time")
+
+
+def _savepoint(url: str, job_id: str, path: str, body: dict, timeout: float) -> str:
+    """Triggers a savepoint (``path``: its REST resource) and waits for it, again while a task
+    that is finishing declines it and the job still runs."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return _await_savepoint(url, job_id, rest_post(f"{url}/jobs/{job_id}/{path}", body), deadline)
+        except _SavepointDeclined:
+            if time.time() + 1 >= deadline or rest_get(f"{url}/jobs/{job_id}")["state"] != "RUNNING":
+                raise
+            time.sleep(1)
+
+
+def savepoint(folder: str, target_dir: str, job_id: Optional[str] = None, timeout: float = 600.0) -> str:
+    """Takes a savepoint of a running job (it keeps running); returns the savepoint's path."""
+    url, job_id = rest_url(folder), job_id or the_running_job(folder)
+    return _savepoint(url, job_id, "savepoints", {"target-directory": os.path.abspath(target_dir), "cancel-job": False},
+                      timeout)
+
+
+def stop_with_savepoint(folder: str, target_dir: str, job_id: Optional[str] = None, timeout: float = 600.0) -> str:
+    """Stops a running job with a savepoint, without draining (no end-of-input: the replicas stop
+    where they are instead of finishing, and ``resume`` continues them); returns its path."""
+    url, job_id = rest_url(folder), job_id or the_running_job(folder)
+    return _savepoint(url, job_id, "stop", {"targetDirectory": os.path.abspath(target_dir), "drain": False}, timeout)
