@@ -31,10 +31,14 @@ def build_batches(env, args):
                         execution=args.replica_execution)
 
 
-def main(argv=None):
+def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     flags.add_job_arguments(parser, batches=1000, batch_size=64)
-    args = flags.parse_job_arguments(parser, argv)
+    return flags.parse_job_arguments(parser, argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
 
     from pyflink.datastream import StreamExecutionEnvironment
 

@@ -1,4 +1,4 @@
-"""The public entry points' examples run as written: the README's "use it in your own pipeline"
+"""The public entry points' examples run as written: the README's "embed it in your pipeline"
 snippet (which is also ``train``'s docstring example) and ``to_batches``' docstring example."""
 
 import inspect
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.flink
 
 def readme_snippet() -> str:
     readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
-    section = readme[readme.index("## Use it in your own pipeline"):]
+    section = readme[readme.index("## Embed it in your pipeline and get the models back"):]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 

@@ -200,6 +200,22 @@ def test_a_lost_taskmanager_resumes_from_the_checkpointed_offsets_and_trains_eve
     assert sorted(sizes) == list(range(300)) and set(sizes.values()) == {4}  # 1,200 records, none lost
 
 
+def test_the_readmes_kafka_snippet_runs_as_written(kafka_broker, tmp_path):
+    """The README's "Train from Kafka" block, only the broker's address and the topic changed."""
+    import re
+
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    snippet = re.search(r"```python\n(.*?)```", readme[readme.index("## Train from Kafka"):], re.S).group(1)
+    topic = f"readme-{int(time.time())}"
+    assert _fill(kafka_broker, topic, 320) == 320  # 20 batches of 16
+    assert snippet.count('"127.0.0.1:19092", "digits"') == 1, snippet
+    code = snippet.replace('"127.0.0.1:19092", "digits"', f'"{kafka_broker}", "{topic}"')
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                            cwd=str(tmp_path), env=cluster.client_environment())
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "replicas trained: 2" in result.stdout, result.stdout
+
+
 def test_word2vec_trains_from_a_topic_of_lines(kafka_broker, tmp_path):
     """The word2vec job from a topic of text lines (one partition: chunks in a known order), a line
     that is not UTF-8 among them: the batches are those of the chunks, the bad line a dead letter,

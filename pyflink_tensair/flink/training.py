@@ -133,8 +133,6 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
         batches = to_batches(records, batch_size=64)             # or batch_source(env, n, make_batch, rate=...)
         out = train(batches, model=zoo.quickstart_classifier,    # a builder of a compiled keras.Model,
                     config=TrainConfig(replicas=2))              # or the path of a saved .keras model
-        # out.predictions: one row per input batch (replica, batch_id, model_version, loss, accuracy, predictions)
-        # out.metrics: JSON per trained batch and per replica at the end; out.probes: with train(..., probe=fn)
         models = out.collect_keras_models()                      # runs the job: replica r's keras.Model is models[r]
         print("accuracy", np.mean(models[0].predict(x, verbose=0).argmax(axis=1) == y))
     """
