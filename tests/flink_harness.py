@@ -65,18 +65,21 @@ def local_log_excerpt(lines: int = 60) -> str:
     warnings and state changes."""
     import pyflink
 
-    causes = ("FATAL", "ERROR", "Fatal", "TaskExecutor", "Reference count", "OutOfMemory", "exit code")
+    fatal = ("FATAL", "ERROR", "Fatal", "Reference count", "OutOfMemory", "exit code")
     wanted = ("WARN", "ERROR", "NoResourceAvailable", "switched from", "Caused by")
-    first, last = [], []
+    errors, taskexecutors, last = [], [], []
     for path in glob.glob(os.path.join(os.path.dirname(pyflink.__file__), "log", "*.log")):
         with open(path, errors="replace") as f:
             for line in f:
-                if any(c in line for c in causes) and len(first) < 40:
-                    first.append(line.rstrip()[:400])
+                if any(c in line for c in fatal) and len(errors) < 30:
+                    errors.append(line.rstrip()[:400])
+                if "TaskExecutor" in line:  # the last ones: a TaskManager that left precedes NoResourceAvailable
+                    taskexecutors.append(line.rstrip()[:400])
                 if any(w in line for w in wanted):
                     last.append(line.rstrip()[:400])
-    text = "\n".join(["--- first errors and TaskExecutor lines ---", *first, "--- last warnings ---", *last[-lines:]])
-    return text if first or last else "(no mini-cluster log found)"
+    text = "\n".join(["--- first errors ---", *errors, "--- last TaskExecutor lines ---", *taskexecutors[-20:],
+                      "--- last warnings ---", *last[-lines:]])
+    return text if errors or taskexecutors or last else "(no mini-cluster log found)"
 
 
 def fail_once(index, *, at: int, marker_dir: str, checkpoint_dir: str, times: int = 1, patience_s: float = 2.0):

@@ -28,7 +28,17 @@ def run(tmp_path, config, maker):
 
     from flink_harness import local_log_excerpt, read_results
 
-    env = StreamExecutionEnvironment.get_execution_environment()
+    from pyflink.common import Configuration
+
+    settings = Configuration()
+    if config.replica_execution.value == "process":
+        # A second TaskManager in the mini-cluster, as a real cluster's supervisor would replace a
+        # lost one: cancelling process-mode Python tasks at the failover can kill their TaskManager
+        # (Beam's "Reference count must not be negative", docs/reliability.md), and the
+        # mini-cluster's only one never came back: NoResourceAvailableException, twice in about
+        # ten CI runs. (Not in thread mode: PEMJA loads its native library once per JVM.)
+        settings.set_string("local.number-taskmanager", "2")
+    env = StreamExecutionEnvironment.get_execution_environment(settings)
     out = train(batch_source(env, BATCHES, maker, rate=RATE, name="ckpt"), model=MODEL, config=config)
     write_json_lines(out.metrics, str(tmp_path / "out"), "metrics", name=config.name)
     write_records(out.models, str(tmp_path / "out"), "model", name=config.name)
@@ -47,8 +57,8 @@ class _Deal:
         return {r: list(range(r, BATCHES, 2)) for r in range(2)}
 
 
-@pytest.mark.parametrize("staleness,failures,execution", [(0, 1, "process"), (None, 1, "process"), (None, 2, "process"),
-                                                          (0, 1, "thread")])
+# (None, 1, "process") is the first failure of (None, 2, "process"): dropped to keep CI under 30 minutes
+@pytest.mark.parametrize("staleness,failures,execution", [(0, 1, "process"), (None, 2, "process"), (0, 1, "thread")])
 def test_a_failed_job_restarts_from_its_checkpoint_and_trains_every_batch_once(tmp_path, staleness, failures, execution):
     """``failures=2``: the second failure hits the restarted job at its first batch, while it recovers.
     ``execution="thread"``: the replicas' state goes through the embedded operator's Java state."""
