@@ -24,7 +24,7 @@ import tempfile
 import time
 from typing import Dict, List
 
-from pyflink_tensair.cluster import process_tree
+from pyflink_tensair.processes import tree as process_tree
 
 from .throughput.memory import _kind, _status
 

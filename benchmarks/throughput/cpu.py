@@ -16,7 +16,7 @@ import os
 import time
 from typing import Dict, List, Tuple
 
-from pyflink_tensair.cluster import process_tree
+from pyflink_tensair.processes import tree as process_tree
 
 from .memory import TreeSampler
 

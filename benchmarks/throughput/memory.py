@@ -6,7 +6,7 @@ import os
 import threading
 from typing import Dict
 
-from pyflink_tensair.cluster import process_tree
+from pyflink_tensair.processes import tree as process_tree
 
 
 def _status(pid: int) -> Dict[str, str]:
