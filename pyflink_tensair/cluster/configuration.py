@@ -121,13 +121,18 @@ def rest_url(folder: str) -> str:
     return f"http://{LOCALHOST}:{int(port)}"
 
 
-# Set in a process that has hosted PyFlink's loopback workers; a child client must not inherit them.
-_PYFLINK_WORKER_VARIABLES = ("PYFLINK_GATEWAY_DISABLED", "_python_worker_execution_mode")
+# Set in a process that has hosted PyFlink's loopback workers, or by its in-process gateway
+# (pyflink's find_flink_home writes FLINK_HOME and the FLINK_*_DIR variables into os.environ): a
+# child client finds its own Flink, as it would from a user's shell.
+_PYFLINK_PROCESS_VARIABLES = ("PYFLINK_GATEWAY_DISABLED", "_python_worker_execution_mode", "PYFLINK_GATEWAY_PORT",
+                              "FLINK_HOME", "FLINK_LIB_DIR", "FLINK_OPT_DIR", "FLINK_PLUGINS_DIR", "FLINK_CONF_DIR")
 
 
 def client_environment() -> Dict[str, str]:
-    """This process's environment, less PyFlink's worker-only variables, for a child PyFlink client."""
-    return {k: v for k, v in os.environ.items() if k not in _PYFLINK_WORKER_VARIABLES}
+    """This process's environment for a child PyFlink client: less what PyFlink set in this
+    process, and less an empty ``JAVA_HOME`` (pyflink would run ``bin/java``)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in _PYFLINK_PROCESS_VARIABLES and not (k == "JAVA_HOME" and not v)}
 
 
 def flink_environment(folder: str) -> Dict[str, str]:
