@@ -1,0 +1,76 @@
+"""The argument checks every module shares, each raising :class:`~pyflink_tensair.errors.ConfigError`
+in the one form (``"<name> must be <rule>. Received: <name>=<value>"``).
+
+A bool is not an int here (``True`` is an ``int`` to Python, never a count to a user)::
+
+    >>> require_int("replicas", 2, minimum=1)
+    2
+    >>> require_int("replicas", True, minimum=1)
+    Traceback (most recent call last):
+    ...
+    pyflink_tensair.errors.ConfigError: replicas must be an int >= 1. Received: replicas=True
+    >>> require_number("rate", 2.5, minimum=0), require_int("bound", None, minimum=0, optional=True)
+    (2.5, None)
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Iterable, Optional
+
+from .errors import ConfigError
+
+
+def is_int(value: Any) -> bool:
+    """An integer that is not a bool (NumPy integers count)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    """A real number that is not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _fail(name: str, rule: str, value: Any, optional: bool):
+    raise ConfigError(f"{name} must be {rule}{' or None' if optional else ''}. Received: {name}={value!r}")
+
+
+def require_int(name: str, value: Any, minimum: Optional[int] = None, *, optional: bool = False):
+    """``value`` if it is an int (``>= minimum``), or ``None`` when ``optional``."""
+    if value is None and optional:
+        return None
+    if not is_int(value) or (minimum is not None and value < minimum):
+        _fail(name, "an int" + (f" >= {minimum}" if minimum is not None else ""), value, optional)
+    return value
+
+
+def require_number(name: str, value: Any, minimum: Optional[float] = None, *, above: Optional[float] = None,
+                   maximum: Optional[float] = None, optional: bool = False, unit: str = ""):
+    """``value`` if it is a finite number with ``minimum <= value``, ``above < value`` and
+    ``value <= maximum`` (each bound optional), or ``None`` when ``optional``; ``unit`` is named
+    in the rule (``"a number of seconds > 0"``)."""
+    if value is None and optional:
+        return None
+    ok = is_number(value) and value == value and abs(value) != float("inf")
+    rules = []
+    if above is not None:
+        rules.append(f"> {above:g}")
+        ok = ok and value > above
+    if minimum is not None:
+        rules.append(f">= {minimum:g}")
+        ok = ok and value >= minimum
+    if maximum is not None:
+        rules.append(f"<= {maximum:g}")
+        ok = ok and value <= maximum
+    if not ok:
+        kind = f"a number of {unit}" if unit else ("a finite number" if not rules else "a number")
+        _fail(name, " ".join([kind, " and ".join(rules)]).strip(), value, optional)
+    return value
+
+
+def require_choice(name: str, value: Any, choices: Iterable[str]):
+    """``value`` if it is one of ``choices``."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(repr(c) for c in choices)}. Received: {name}={value!r}")
+    return value
