@@ -1,7 +1,7 @@
 """Drift demo: the image classifier on a stream whose labels are permuted every ``--every`` batches.
 
 TensAIR's demo on Flink, with TensAIR's rule (no staleness bound, no averaging) by default: the
-replicas run in ``--modes`` (default ``auto,always``: one job each, on the same stream). In ``auto`` they train until their loss stops falling, then only serve
+replicas run in ``--modes`` (default ``auto,train``: one job each, on the same stream). In ``auto`` they train until their loss stops falling, then only serve
 (predict) while OPTWIN watches the loss; at a drift every replica trains again. Every batch is
 predicted in every mode. Printed and written to ``<outdir>/drift_demo.json``: per mode, the share of
 batches trained, the prequential accuracy (over the stream and over its last ``--score-window``
@@ -10,17 +10,18 @@ its level before the drift; plotted in ``<outdir>/drift_demo.png`` with the drif
 detections marked.
 
     python jobs/drift_demo.py                                   # digits, a drift every 300 batches, 3 drifts
-    python jobs/drift_demo.py --modes auto --every 200 --drift-detector page_hinkley
+    python jobs/drift_demo.py --modes auto --every 200 --auto-detector page_hinkley
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import os
 
-from pyflink_tensair import batch_source, train
+from pyflink_tensair import AutoSettings, Mode, PeerUpdates, batch_source, train
 from pyflink_tensair.cli import flags
 from pyflink_tensair.cli.progress import LinesFollower
 from pyflink_tensair.cli.run import main_guard, run_job
@@ -39,18 +40,18 @@ def parse_args(argv):
     parser.add_argument("--every", type=flags.at_least(1, name="every"), default=300, help="batches between drifts (default 300)")
     parser.add_argument("--drifts", type=flags.at_least(1, name="drifts"), default=3,
                         help="drifts in the stream: it runs for every * (drifts + 1) batches, the data replayed as needed (default 3)")
-    parser.add_argument("--modes", default="auto,always", help="comma-separated modes, one job each (default: auto,always)")
+    parser.add_argument("--modes", default="auto,train", help="comma-separated modes, one job each (default: auto,train)")
     parser.add_argument("--learning-rate", type=float, default=5e-3, help="Adam learning rate (default 5e-3)")
-    flags.add_job_arguments(parser, batches=None, batch_size=16, window=20, staleness_bound=None)
     # TensAIR's rule by default: with the library's defaults (bound 1, averaging every 8) auto's
     # convergence test, on 20-batch windows of batch-16 losses, stopped training early, at a high
-    # loss (docs/use_cases.md, the drift demo); --staleness-bound 1 --average-every 8 to compare
-    parser.set_defaults(converged_window=20, average_every=None)
+    # loss (docs/use_cases.md, the drift demo); --staleness-bound 1 --peer-updates-average-every 8 to compare
+    flags.add_job_arguments(parser, batches=None, batch_size=16, window=20, config=dataclasses.replace(
+        flags.JOB_CONFIG, staleness_bound=None, auto=AutoSettings(window=20), peer_updates=PeerUpdates.tensair()))
     args = flags.parse_job_arguments(parser, argv)
     args.modes = [m for m in args.modes.split(",") if m]
-    bad = [m for m in args.modes if m not in ("auto", "always", "never")]
+    bad = [m for m in args.modes if m not in [mode.value for mode in Mode]]
     if bad or not args.modes:
-        raise ConfigError(f"modes must be a comma-separated list of auto, always, never. Received: --modes {','.join(args.modes)}")
+        raise ConfigError(f"modes must be a comma-separated list of auto, train, serve. Received: --modes {','.join(args.modes)}")
     return args
 
 
@@ -113,11 +114,12 @@ def main(argv=None):
     print(f"drift demo: {args.data}, {total} batches of {args.batch_size}, labels permuted at batches {points}")
     results = {}
     for mode in args.modes:
-        args.outdir, args.mode = os.path.join(outdir, mode), mode
+        args.outdir = os.path.join(outdir, mode)
         env = StreamExecutionEnvironment.get_execution_environment()
-        config = flags.config_from_args(args, name=f"drift-{mode}", buffer_capacity=max(256, total))
-        output = train(batch_source(env, total, stream, rate=args.rate, name=f"drift-{mode}",
-                                    execution=args.replica_execution), model=model, config=config)
+        config = dataclasses.replace(flags.config_from_args(args, name=f"drift-{mode}", buffer_capacity=max(256, total)),
+                                     mode=mode)
+        output = train(batch_source(env, total, stream, rate=args.rate, name=f"drift-{mode}", config=config),
+                       model=model, config=config)
         run_job(env, output, args, job_name=f"drift_demo ({mode})", config=config, total_batches=total, model=model,
                 extra_summary={"mode": mode, "every": args.every})
         results[mode] = analyse(args.outdir, points, args.score_window)
@@ -125,8 +127,8 @@ def main(argv=None):
         print(f"{mode}: {json.dumps(shown)}", flush=True)
     plot(results, points, os.path.join(outdir, "drift_demo.png"), args.score_window)
     summary = {"data": args.data, "batches": total, "every": args.every, "drift_points": points,
-               "detector": args.drift_detector, "converged_window": args.converged_window,
-               "converged_tolerance": args.converged_tolerance,
+               "detector": args.auto_detector, "converged_window": args.auto_window,
+               "converged_tolerance": args.auto_tolerance,
                "modes": {m: {k: v for k, v in r.items() if k != "curve"} for m, r in results.items()}}
     with open(os.path.join(outdir, "drift_demo.json"), "w") as f:
         json.dump(summary, f, indent=1)

@@ -91,17 +91,17 @@ def per_pass_accuracy(batches_per_pass: int):
     return finish
 
 
-def image_batches(env, args, stream: ImageStream, total: int):
+def image_batches(env, args, stream: ImageStream, total: int, config):
     """The job's batch stream: made inside the job from the data set, or batched from a Kafka topic."""
     if args.source != "kafka":
-        return batch_source(env, total, stream, rate=args.rate, name="images", execution=args.replica_execution)
+        return batch_source(env, total, stream, rate=args.rate, name="images", config=config)
     from pyflink_tensair.kafka.source import json_example, kafka_examples
 
     records = kafka_examples(env, args.bootstrap_servers, args.topic, group_id=args.group_id, start=args.kafka_start,
                              until=args.kafka_until, connector=args.kafka_connector, name="images")
     return text_batches(records, args.batch_size, parse=json_example, classes=10, features_shape=stream.input_shape,
                         rate=args.rate, max_wait_ms=1000 if args.kafka_until == "never" else None,
-                        execution=args.replica_execution, name="images")
+                        config=config, name="images")
 
 
 def main(argv=None):
@@ -132,7 +132,7 @@ def main(argv=None):
     batch_bytes = args.batch_size * (int(np.prod(stream.input_shape)) + 2) * 4
     config = flags.config_from_args(args, name="images",
                                     buffer_capacity=flags.held_batches_capacity(args, total or 0, batch_bytes))
-    output = train(image_batches(env, args, stream, total), model=model, config=config, sample=stream(0))
+    output = train(image_batches(env, args, stream, total, config), model=model, config=config, sample=stream(0))
     labels = (output.predictions.map(types.predicted_labels_json, output_type=Types.STRING())
               .name("images: predicted labels").uid("images-predicted-labels").set_parallelism(config.replicas))
     return run_job(env, output, args, job_name="image_classification", config=config, total_batches=total,

@@ -24,11 +24,10 @@ FEATURES, CLASSES = 20, 4
 HOLDOUT_START = 10 ** 9  # batch numbers of the held-out set, never in the stream
 
 
-def build_batches(env, args):
+def build_batches(env, args, config):
     make = functools.partial(teacher_classification_batch, batch_size=args.batch_size, features=FEATURES,
                              classes=CLASSES, seed=args.seed)
-    return batch_source(env, args.batches, make, rate=args.rate, name="quickstart",
-                        execution=args.replica_execution)
+    return batch_source(env, args.batches, make, rate=args.rate, name="quickstart", config=config)
 
 
 def parse_args(argv):
@@ -46,7 +45,7 @@ def main(argv=None):
     capacity = flags.held_batches_capacity(args, args.batches, batch_bytes=args.batch_size * (FEATURES + 2) * 4)
     config = flags.config_from_args(args, name="quickstart", buffer_capacity=capacity)
     model = functools.partial(zoo.quickstart_classifier, features=FEATURES, classes=CLASSES)
-    output = train(build_batches(env, args), model=model, config=config,
+    output = train(build_batches(env, args, config), model=model, config=config,
                    sample=teacher_classification_batch(0, batch_size=args.batch_size, features=FEATURES,
                                                        classes=CLASSES, seed=args.seed))
     holdout = [teacher_classification_batch(HOLDOUT_START + i, batch_size=256, features=FEATURES,

@@ -35,6 +35,7 @@ by, still come from ``--corpus`` (the words a streamed line adds are not in the 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 
@@ -72,7 +73,8 @@ def parse_args(argv):
     parser.add_argument("--output", metavar="PATH", help="word2vec text file of the final vectors (default: <outdir>/vectors.txt)")
     # Bounded by default: unbounded, each replica here trains faster than the other's 6.6 MB
     # messages come back, the loop's queues grow without end and the JVM ran out of heap.
-    flags.add_job_arguments(parser, batches=None, batch_size=2048, window=50, staleness_bound=4)
+    flags.add_job_arguments(parser, batches=None, batch_size=2048, window=50,
+                            config=dataclasses.replace(flags.JOB_CONFIG, staleness_bound=4))
     flags.add_kafka_arguments(parser, records="text lines")
     parser.add_argument("--lines-per-chunk", type=flags.at_least(1, name="lines_per_chunk"), default=1024,
                         help="--source kafka: lines made into batches together (default: 1024, about 15 batches of "
@@ -106,10 +108,10 @@ def choose_model(args, vocabulary_size: int):
     return args.model
 
 
-def word2vec_batches(env, args, corpus: CorpusBatches, total):
+def word2vec_batches(env, args, corpus: CorpusBatches, total, config):
     """The job's batch stream: made by the source from the corpus, or from a Kafka topic of lines."""
     if args.source != "kafka":
-        batches = batch_source(env, total, corpus, rate=args.rate, name="word2vec", execution=args.replica_execution)
+        batches = batch_source(env, total, corpus, rate=args.rate, name="word2vec", config=config)
         return with_dead_letters(env, batches, corpus.bad_lines, name="word2vec")
     from pyflink_tensair.flink.batching import Pacer, chunked_batches
     from pyflink_tensair.kafka.source import kafka_examples
@@ -119,7 +121,7 @@ def word2vec_batches(env, args, corpus: CorpusBatches, total):
                            until=args.kafka_until, connector=args.kafka_connector, name="word2vec")
     return chunked_batches(lines, args.lines_per_chunk, LineChunkBatches(corpus, Pacer(args.rate)),
                            max_wait_ms=1000 if args.kafka_until == "never" else None,
-                           execution=args.replica_execution, name="word2vec")
+                           config=config, name="word2vec")
 
 
 def target_table(keras_model) -> np.ndarray:
@@ -205,10 +207,10 @@ def main(argv=None):
         first = corpus.bad_lines[0]
         if config.guards.bad_input == "fail":
             raise BadInputError(f"{len(corpus.bad_lines)} line(s) of the corpus are not UTF-8, the first {first.detail} "
-                                f"(byte offset {first.position}). --bad-input dead_letter skips them and lists them in "
+                                f"(byte offset {first.position}). --guards-bad-input dead_letter skips them and lists them in "
                                 "<outdir>/dead-letters-*.jsonl")
         print(f"corpus: {len(corpus.bad_lines)} line(s) are not UTF-8 and are set aside (the first: {first.detail})")
-    output = train(word2vec_batches(env, args, corpus, total), model=model, config=config,
+    output = train(word2vec_batches(env, args, corpus, total, config), model=model, config=config,
                    probe=probe, probe_every_s=args.probe_every, sample=corpus(0))
     outdir = os.path.abspath(args.outdir or flags.default_outdir("word2vec"))
     args.outdir = outdir

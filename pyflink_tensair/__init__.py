@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Every name loads on first use: importing a package must not import its subpackages (see _lazy).
 _NAMES = {
-    "AutoSettings": ".config", "LatencySettings": ".config", "Mode": ".config", "TrainConfig": ".config", "TrainerMode": ".config", "WorkerMode": ".config",
-    "ReplicaExecution": ".config", "PeerUpdates": ".config", "Guards": ".config",
+    "AutoSettings": ".config", "Checkpoints": ".config", "Exports": ".config", "Guards": ".config",
+    "LatencySettings": ".config", "Mode": ".config", "PeerUpdates": ".config", "PythonIn": ".config", "TrainConfig": ".config",
     "Batch": ".core.messages", "DeadLetter": ".core.messages", "decode_dead_letter": ".core.wire", "encode_batch": ".core.wire", "decode_batch": ".core.wire",
     "simulate": ".core.simulation", "SimulationResult": ".core.simulation",
     "ConfigError": ".errors", "DataError": ".errors", "DataNotFoundError": ".errors",
@@ -38,8 +38,8 @@ _NAMES = {
 }
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
-    from .config import (AutoSettings, Guards, LatencySettings, Mode, PeerUpdates, ReplicaExecution,
-                         TrainConfig, TrainerMode, WorkerMode)
+    from .config import (AutoSettings, Checkpoints, Exports, Guards, LatencySettings, Mode, PeerUpdates, PythonIn,
+                         TrainConfig)
     from .core.messages import Batch, DeadLetter
     from .core.simulation import SimulationResult, simulate
     from .core.wire import decode_batch, decode_dead_letter, encode_batch

@@ -12,10 +12,12 @@ the value received, the way Keras reports bad arguments::
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
 from typing import Optional
 
 from .errors import ConfigError
+from .validation import is_number, require_int, require_number
 
 
 
@@ -24,78 +26,61 @@ SPARSE_VALUES = ("float32", "float16")  # how embedding rows may travel in gradi
 class Mode(str, enum.Enum):
     """What a replica does with a mini-batch; every batch is predicted in every mode.
 
-    ``TRAIN`` (also ``"always"``): predict on it, then train on it (prequential, test-then-train).
-    ``SERVE`` (also ``"never"``): predict on it only (e.g. a pre-trained model); gradients from
-    peers are still applied.
+    ``TRAIN``: predict on it, then train on it (prequential, test-then-train).
+    ``SERVE``: predict on it only (e.g. a pre-trained model); gradients from peers are still
+    applied.
     ``AUTO``: train until converged, then serve and watch the loss with a drift detector; on a
     drift every replica trains again (:class:`AutoSettings`, :class:`~pyflink_tensair.drift.AutoPolicy`).
 
-        >>> Mode("always") is Mode.TRAIN, Mode("never") is Mode.SERVE
-        (True, True)
+        >>> Mode("train") is Mode.TRAIN
+        True
     """
 
     TRAIN = "train"
     SERVE = "serve"
     AUTO = "auto"
 
-    @classmethod
-    def _missing_(cls, value):
-        return {"always": cls.TRAIN, "never": cls.SERVE}.get(value)
 
+class PythonIn(str, enum.Enum):
+    """Where the job's Python runs: the replicas and the batch sources that feed them.
 
-class WorkerMode(str, enum.Enum):
-    """Where PyFlink runs the Python functions of a job started on a local mini-cluster.
-
-    ``PROCESS``: separate Python worker processes, as on a real cluster (the default).
-    ``LOOPBACK``: inside the client process (PyFlink's local default; handy for debugging).
-    A job submitted to a cluster always uses separate processes.
-    """
-
-    PROCESS = "process"
-    LOOPBACK = "loopback"
-
-
-class TrainerMode(str, enum.Enum):
-    """Which thread runs a replica's model inside its Flink function.
-
-    ``THREAD``: a trainer thread owns the replica. Flink's callbacks only queue batches and peer
-    messages (messages ahead of batches) and emit what is ready, so moving the next record into
-    Python overlaps the current step (the default).
-    ``INLINE``: each callback trains before it returns, while Flink's task thread waits.
-    """
-
-    THREAD = "thread"
-    INLINE = "inline"
-
-
-class ReplicaExecution(str, enum.Enum):
-    """Where a replica's Python function runs (PyFlink's ``python.execution-mode``, for the
-    replicas only: the rest of the job keeps its own).
-
-    ``THREAD``: inside the TaskManager's JVM, through PEMJA: Flink's task thread calls the
-    function directly, nothing is copied through gRPC (the default: at two replicas on two cores
-    it trains 1.4 (dense) to 1.9 (sparse) times as many batches per second,
-    docs/measurements.md). All the replicas of one TaskManager share its one interpreter (and its
+    ``JVM``: inside the TaskManagers' JVMs, through PEMJA (PyFlink's thread mode, for this
+    library's operators only: the rest of the job keeps its own). Flink's task thread calls the
+    function directly and nothing is copied through gRPC (the default: at two replicas on two
+    cores it trains 1.4 (dense) to 1.9 (sparse) times as many batches per second,
+    docs/measurements.md). All the Python of one TaskManager shares its one interpreter (and its
     GIL: TensorFlow releases it inside its ops) and its memory: TensorFlow's allocations count
     against the TaskManager's process, not Flink's managed memory. The interpreter must find the
     job's packages: the job's ``python.pythonpath`` gets the client's import paths, which a remote
     TaskManager must have too (see :func:`~pyflink_tensair.flink.execution.operator_configuration`),
-    and a session cluster running several such jobs needs flink-python in its ``lib/``.
-    ``PROCESS``: in a Python worker process, PyFlink's default; every batch and peer message
-    crosses into it as a Beam bundle through gRPC.
+    and a session cluster running several such jobs needs flink-python in its ``lib/``. Records
+    that are pickled Python objects (e.g. ``env.from_collection`` without a type) cannot enter
+    the JVM's Python: :func:`~pyflink_tensair.to_batches` batches them in worker processes.
+    ``PROCESSES``: in Python worker processes, PyFlink's default; every batch and peer message
+    crosses into them as a Beam bundle through gRPC.
+    ``CLIENT``: on a local mini-cluster, inside the client process (PyFlink's "loopback"; handy
+    for a debugger); a job submitted to a cluster uses worker processes instead.
     """
 
-    THREAD = "thread"
-    PROCESS = "process"
+    JVM = "jvm"
+    PROCESSES = "processes"
+    CLIENT = "client"
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _as_enum(owner: str, name: str, value, enum_type):
+    try:
+        return enum_type(value)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in enum_type)
+        renamed = _RENAMED_VALUES.get((name, value))
+        hint = f" ({value!r} is now {renamed!r}: see CHANGELOG.md)" if renamed else ""
+        raise ConfigError(f"{name} must be one of {allowed}. Received: {name}={value!r}{hint}") from None
 
 
-def _require_int(name: str, value, minimum: int) -> None:
-    if not _is_int(value) or value < minimum:
-        raise ConfigError(f"{name} must be an int >= {minimum}. Received: {name}={value!r}")
+_RENAMED_VALUES = {("mode", "always"): "train", ("mode", "never"): "serve"}
+
+
+DETECTORS = ("optwin", "page_hinkley")
 
 
 @dataclass(frozen=True)
@@ -118,7 +103,7 @@ class AutoSettings:
 
     window: int = 50
     tolerance: float = 0.01
-    detector: str = "optwin"
+    detector: str = field(default="optwin", metadata={"choices": DETECTORS})
     detector_parameters: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -175,25 +160,22 @@ class PeerUpdates:
     """
 
     scale: float = 1.0
-    damping: str = "none"
-    rule: str = "optimizer"
+    damping: str = field(default="none", metadata={"choices": PEER_DAMPING})
+    rule: str = field(default="optimizer", metadata={"choices": PEER_RULES})
     sgd_learning_rate: Optional[float] = None
     average_every: Optional[int] = DEFAULT_AVERAGE_EVERY
 
     def __post_init__(self):
-        if isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)) or not 0 < self.scale <= 1:
+        if not is_number(self.scale) or not 0 < self.scale <= 1:
             raise ConfigError(f"PeerUpdates.scale must be a number in (0, 1]. Received: scale={self.scale!r}")
         if self.damping not in PEER_DAMPING:
             raise ConfigError(f"PeerUpdates.damping must be 'none' or 'inverse'. Received: damping={self.damping!r}")
         if self.rule not in PEER_RULES:
             raise ConfigError(f"PeerUpdates.rule must be 'optimizer' or 'sgd'. Received: rule={self.rule!r}")
-        if self.rule == "sgd" and (isinstance(self.sgd_learning_rate, bool) or not isinstance(
-                self.sgd_learning_rate, (int, float)) or not self.sgd_learning_rate > 0):
+        if self.rule == "sgd" and (not is_number(self.sgd_learning_rate) or not self.sgd_learning_rate > 0):
             raise ConfigError("PeerUpdates(rule='sgd') needs sgd_learning_rate, a number > 0 (the plain step's "
                               f"learning rate). Received: sgd_learning_rate={self.sgd_learning_rate!r}")
-        if self.average_every is not None and (not _is_int(self.average_every) or self.average_every < 1):
-            raise ConfigError(f"PeerUpdates.average_every must be an int >= 1 or None. "
-                              f"Received: average_every={self.average_every!r}")
+        require_int("PeerUpdates.average_every", self.average_every, 1, optional=True)
         if self.rule == "optimizer" and self.sgd_learning_rate is not None:
             raise ConfigError("sgd_learning_rate is for PeerUpdates(rule='sgd'). "
                               f"Received: rule='optimizer', sgd_learning_rate={self.sgd_learning_rate!r}")
@@ -254,17 +236,17 @@ class Guards:
         'clip'
     """
 
-    bad_input: str = "dead_letter"
+    bad_input: str = field(default="dead_letter", metadata={"choices": BAD_INPUT_POLICIES})
     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
     max_gradient_norm: Optional[float] = None
-    norm_action: str = "reject"
+    norm_action: str = field(default="reject", metadata={"choices": NORM_ACTIONS})
 
     def __post_init__(self):
         if self.bad_input not in BAD_INPUT_POLICIES:
             raise ConfigError(f"Guards.bad_input must be 'dead_letter' or 'fail'. Received: bad_input={self.bad_input!r}")
-        _require_int("max_batch_bytes", self.max_batch_bytes, 1)
-        if self.max_gradient_norm is not None and (isinstance(self.max_gradient_norm, bool) or not isinstance(
-                self.max_gradient_norm, (int, float)) or not 0 < self.max_gradient_norm < float("inf")):
+        require_int("max_batch_bytes", self.max_batch_bytes, 1)
+        if self.max_gradient_norm is not None and (not is_number(self.max_gradient_norm)
+                                                   or not 0 < self.max_gradient_norm < float("inf")):
             raise ConfigError("Guards.max_gradient_norm must be a finite number > 0 or None. "
                               f"Received: max_gradient_norm={self.max_gradient_norm!r}")
         if self.norm_action not in NORM_ACTIONS:
@@ -303,10 +285,10 @@ class LatencySettings:
     network_buffer_kb: int = 1024
 
     def __post_init__(self):
-        _require_int("bundle_size", self.bundle_size, 1)
-        _require_int("bundle_time_ms", self.bundle_time_ms, 1)
-        _require_int("buffer_timeout_ms", self.buffer_timeout_ms, 0)
-        _require_int("network_buffer_kb", self.network_buffer_kb, 4)
+        require_int("bundle_size", self.bundle_size, 1)
+        require_int("bundle_time_ms", self.bundle_time_ms, 1)
+        require_int("buffer_timeout_ms", self.buffer_timeout_ms, 0)
+        require_int("network_buffer_kb", self.network_buffer_kb, 4)
 
     def as_flink_options(self) -> dict:
         return {
@@ -317,15 +299,80 @@ class LatencySettings:
         }
 
 
+STATE_BACKENDS = ("hashmap", "rocksdb")
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """Flink checkpoints of every replica's state (weights, optimizer slots, counters, held
+    batches, unacknowledged messages), and the restarts from them.
+
+    Attributes:
+        interval_s: seconds between checkpoints (at least 0.01).
+        dir: where checkpoints go (a path or a URI); ``None``: the job's own setting (the
+            JobManager's memory, if none; the jobs: ``<outdir>/checkpoints``).
+        state_backend: ``"hashmap"`` (state on the JVM heap) or ``"rocksdb"`` (on local disk).
+        restart_attempts: restarts from the last checkpoint before the job fails (waiting 1 s,
+            then twice as long each time, up to 20 s), unless the job sets its own restart
+            strategy.
+
+    Example::
+
+        >>> TrainConfig(checkpoints=Checkpoints(interval_s=5, dir="/tmp/ckpt")).checkpoints.state_backend
+        'hashmap'
+    """
+
+    interval_s: float = 10.0
+    dir: Optional[str] = None
+    state_backend: str = field(default="hashmap", metadata={"choices": STATE_BACKENDS})
+    restart_attempts: int = 8
+
+    def __post_init__(self):
+        require_number("Checkpoints.interval_s", self.interval_s, 0.01, unit="seconds")
+        if self.dir is not None and (not isinstance(self.dir, str) or not self.dir):
+            raise ConfigError(f"Checkpoints.dir must be a non-empty path or URI, or None. Received: dir={self.dir!r}")
+        if self.state_backend not in STATE_BACKENDS:
+            raise ConfigError("Checkpoints.state_backend must be 'hashmap' or 'rocksdb'. "
+                              f"Received: state_backend={self.state_backend!r}")
+        require_int("Checkpoints.restart_attempts", self.restart_attempts, 0)
+
+
+@dataclass(frozen=True)
+class Exports:
+    """Exports of replica 0's current model while it trains, as
+    ``<dir>/model-v<version>.keras`` (written whole or not at all; the last one when the replica
+    finishes). :func:`~pyflink_tensair.latest_export` finds the newest.
+
+    Attributes:
+        every_s: seconds between exports (> 0).
+        dir: a local folder the TaskManagers can write (on a cluster, a shared one); the jobs:
+            ``<outdir>/exports``.
+
+    Example::
+
+        >>> Exports(every_s=30, dir="/tmp/models").every_s
+        30
+    """
+
+    every_s: float
+    dir: str
+
+    def __post_init__(self):
+        require_number("Exports.every_s", self.every_s, above=0, unit="seconds")
+        if not isinstance(self.dir, str) or not self.dir:
+            raise ConfigError(f"Exports.dir must be a non-empty path. Received: dir={self.dir!r}")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    """How the replicas train and exchange gradients.
+    """How the replicas train and exchange gradients: the one place of every default.
 
     Attributes:
         replicas: number of model replicas; replica ``r`` runs on subtask ``r``.
-        staleness_bound: ``s``. A replica starts its local step ``k + 1`` only after it has
-            applied, from every peer still training, that peer's gradients up to its step
-            ``k - s``. ``0`` is synchronous SGD (every replica applies the same averaged gradient
+        staleness_bound: how many steps a replica may run ahead of the peer gradients it has
+            applied (``None``: unbounded). With bound ``s`` a replica starts its local step
+            ``k + 1`` only after it has applied, from every peer still training, that peer's
+            gradients up to its step ``k - s``. ``0`` is synchronous SGD (every replica applies the same averaged gradient
             at every step); ``None`` is TensAIR's unbounded DASGD. The default, 1, keeps DASGD's
             held-out accuracy at synchronous SGD's (with ``PeerUpdates``' averaging) and bounds
             the loop's memory: at most about ``2 s + 1`` messages per pair of replicas are in
@@ -342,8 +389,8 @@ class TrainConfig:
             saturated replica reported in the last 250 ms that it is catching up) and
             Flink's backpressure carries on to the source. Replicas report their saturation
             through Flink, so this works across TaskManagers and for any source.
-        mode: :class:`Mode` of the replicas: ``"train"`` (``"always"``), ``"serve"``
-            (``"never"``) or ``"auto"`` (not with ``staleness_bound=0``).
+        mode: :class:`Mode` of the replicas: ``"train"``, ``"serve"`` or ``"auto"`` (not with
+            ``staleness_bound=0``).
         auto: :class:`AutoSettings` of ``Mode.AUTO``.
         peer_updates: :class:`PeerUpdates`, how DASGD replicas weigh their peers' gradients
             and how often they average their weights. With ``staleness_bound=0`` every replica
@@ -352,33 +399,24 @@ class TrainConfig:
         guards: :class:`Guards`, what happens to bad input and poisoned peer messages
             (by default: set aside into ``TrainOutput.dead_letters``, counted, the job goes on).
         seed: seeds model initialisation; every replica starts from the same weights.
-        tf_intra_op_threads: TensorFlow intra-op threads per replica (``None``: TensorFlow's
-            default, all cores).
-        latency: :class:`LatencySettings` applied to the job, or ``None`` to keep the job's own.
-        workers: :class:`WorkerMode` for a local mini-cluster.
-        trainer: :class:`TrainerMode`, which thread trains inside the replica's function.
-        replica_execution: :class:`ReplicaExecution`, whether the replicas run inside the
-            TaskManagers' JVMs (the default) or in Python worker processes.
-        checkpoint_interval_s: seconds between Flink checkpoints, each holding every replica's
-            state (weights, optimizer slots, counters, held batches, unacknowledged messages);
-            ``None`` leaves the job's own checkpointing settings alone.
-        state_backend: ``"hashmap"`` (state on the JVM heap) or ``"rocksdb"`` (on local disk),
-            with checkpoints.
-        checkpoint_dir: where checkpoints go (a path or a URI); ``None``: the job's own setting
-            (the JobManager's memory, if none).
-        restart_attempts: restarts from the last checkpoint before the job fails (waiting 1 s,
-            then twice as long each time, up to 20 s), unless the job sets its own restart
-            strategy.
         sparse_values: ``"float32"`` (default) or ``"float16"``: how embedding rows travel in
             gradient messages. ``"float16"`` halves a sparse message's bytes; every replica
             rounds its own rows the same way before using them, so synchronous replicas stay
             identical (with ``broadcast_every > 1`` a summed message is rounded once more).
             Dense gradients always travel as float32.
-        export_every_s: seconds between exports of replica 0's current model, as
-            ``<export_dir>/model-v<version>.keras`` (written whole or not at all; the last one when
-            the replica finishes); ``None``: no exports.
-        export_dir: where the exports go: a local folder the TaskManagers can write (on a
-            cluster, a shared one). Required with ``export_every_s``.
+        python_in: :class:`PythonIn`, where the replicas' and the batch sources' Python runs:
+            ``"jvm"`` (inside the TaskManagers, the default), ``"processes"`` (Python worker
+            processes) or ``"client"`` (a local mini-cluster's client process).
+        trainer_thread: a trainer thread owns each replica; Flink's callbacks only queue batches
+            and peer messages (messages ahead of batches) and emit what is ready, so moving the
+            next record into Python overlaps the current step. ``False``: each callback trains
+            before it returns, while Flink's task thread waits.
+        tf_intra_op_threads: TensorFlow intra-op threads per replica (``None``: TensorFlow's
+            default, all cores).
+        latency: :class:`LatencySettings` applied to the job, or ``None`` to keep the job's own.
+        checkpoints: :class:`Checkpoints`, or ``None`` (the default) to leave the job's own
+            checkpointing settings alone.
+        exports: :class:`Exports` of replica 0's model while it trains, or ``None``: none.
         name: prefix of every operator's name and uid (two ``train`` calls in one job need two
             names).
 
@@ -386,6 +424,10 @@ class TrainConfig:
 
         >>> TrainConfig(replicas=2, staleness_bound=None).staleness_bound is None
         True
+        >>> TrainConfig(replica_execution="thread")
+        Traceback (most recent call last):
+        ...
+        pyflink_tensair.errors.ConfigError: TrainConfig(replica_execution=...) was renamed: use python_in='jvm' ('thread') or 'processes' ('process'); see CHANGELOG.md
     """
 
     replicas: int = 1
@@ -398,100 +440,77 @@ class TrainConfig:
     peer_updates: PeerUpdates = field(default_factory=PeerUpdates)
     guards: Guards = field(default_factory=Guards)
     seed: int = 0
+    sparse_values: str = field(default="float32", metadata={"choices": SPARSE_VALUES})
+    python_in: PythonIn = PythonIn.JVM
+    trainer_thread: bool = True
     tf_intra_op_threads: Optional[int] = 1
     latency: Optional[LatencySettings] = field(default_factory=LatencySettings)
-    workers: WorkerMode = WorkerMode.PROCESS
-    trainer: TrainerMode = TrainerMode.THREAD
-    replica_execution: ReplicaExecution = ReplicaExecution.THREAD
-    checkpoint_interval_s: Optional[float] = None
-    state_backend: str = "hashmap"
-    checkpoint_dir: Optional[str] = None
-    restart_attempts: int = 8
-    sparse_values: str = "float32"
-    export_every_s: Optional[float] = None
-    export_dir: Optional[str] = None
-    name: str = "tensair"
+    checkpoints: Optional[Checkpoints] = None
+    exports: Optional[Exports] = None
+    name: str = field(default="tensair", metadata={"flag": False})
 
     def __post_init__(self):
-        _require_int("replicas", self.replicas, 1)
-        if self.staleness_bound is not None and (
-            not _is_int(self.staleness_bound) or self.staleness_bound < 0
-        ):
-            raise ConfigError(
-                "staleness_bound must be an int >= 0 or None. "
-                f"Received: staleness_bound={self.staleness_bound!r}"
-            )
-        _require_int("broadcast_every", self.broadcast_every, 1)
+        require_int("replicas", self.replicas, 1)
+        require_int("staleness_bound", self.staleness_bound, 0, optional=True)
+        require_int("broadcast_every", self.broadcast_every, 1)
         if self.staleness_bound == 0 and self.broadcast_every != 1:
             raise ConfigError(
                 "broadcast_every must be 1 when staleness_bound=0 (synchronous SGD exchanges "
                 f"every step). Received: broadcast_every={self.broadcast_every!r}"
             )
-        _require_int("buffer_capacity", self.buffer_capacity, 1)
-        if not isinstance(self.backpressure, bool):
-            raise ConfigError(f"backpressure must be True or False. Received: backpressure={self.backpressure!r}")
-        _require_int("seed", self.seed, 0)
-        if self.tf_intra_op_threads is not None:
-            _require_int("tf_intra_op_threads", self.tf_intra_op_threads, 1)
-        for name, enum_type in (("mode", Mode), ("workers", WorkerMode), ("trainer", TrainerMode),
-                                ("replica_execution", ReplicaExecution)):
-            value = getattr(self, name)
-            try:
-                object.__setattr__(self, name, enum_type(value))
-            except ValueError:
-                allowed = ", ".join(repr(m.value) for m in enum_type)
-                raise ConfigError(
-                    f"{name} must be one of {allowed}. Received: {name}={value!r}"
-                ) from None
+        require_int("buffer_capacity", self.buffer_capacity, 1)
+        for name in ("backpressure", "trainer_thread"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be True or False. Received: {name}={getattr(self, name)!r}")
+        require_int("seed", self.seed, 0)
+        require_int("tf_intra_op_threads", self.tf_intra_op_threads, 1, optional=True)
+        object.__setattr__(self, "mode", _as_enum("TrainConfig", "mode", self.mode, Mode))
+        object.__setattr__(self, "python_in", _as_enum("TrainConfig", "python_in", self.python_in, PythonIn))
         if self.mode is Mode.AUTO and self.staleness_bound == 0:
             raise ConfigError("mode 'auto' needs staleness_bound None or > 0: synchronous replicas would have to agree "
                               "on the step at which they stop and resume training, which they do not yet. "
                               "Received: mode='auto', staleness_bound=0")
-        if not isinstance(self.peer_updates, PeerUpdates):
-            raise ConfigError(f"peer_updates must be a PeerUpdates. Received: peer_updates={self.peer_updates!r}")
+        for name, kind in (("auto", AutoSettings), ("peer_updates", PeerUpdates), ("guards", Guards)):
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigError(f"{name} must be a {kind.__name__}. Received: {name}={getattr(self, name)!r}")
+        for name, kind in (("latency", LatencySettings), ("checkpoints", Checkpoints), ("exports", Exports)):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), kind):
+                raise ConfigError(f"{name} must be a {kind.__name__} or None. Received: {name}={getattr(self, name)!r}")
         if self.staleness_bound == 0 and self.peer_updates.weighs_gradients:
             raise ConfigError("peer_updates weigh DASGD's peer gradients; synchronous replicas (staleness_bound=0) "
                               f"apply every step's average. Received: staleness_bound=0, peer_updates={self.peer_updates!r}")
-        if not isinstance(self.guards, Guards):
-            raise ConfigError(f"guards must be a Guards. Received: guards={self.guards!r}")
-        if not isinstance(self.auto, AutoSettings):
-            raise ConfigError(f"auto must be an AutoSettings. Received: auto={self.auto!r}")
-        if self.checkpoint_interval_s is not None and (
-            isinstance(self.checkpoint_interval_s, bool) or not isinstance(self.checkpoint_interval_s, (int, float))
-            or not self.checkpoint_interval_s >= 0.01
-        ):
-            raise ConfigError("checkpoint_interval_s must be a number of seconds >= 0.01 or None. "
-                              f"Received: checkpoint_interval_s={self.checkpoint_interval_s!r}")
-        if self.state_backend not in ("hashmap", "rocksdb"):
-            raise ConfigError(f"state_backend must be 'hashmap' or 'rocksdb'. Received: state_backend={self.state_backend!r}")
-        if self.checkpoint_dir is not None and (not isinstance(self.checkpoint_dir, str) or not self.checkpoint_dir):
-            raise ConfigError(f"checkpoint_dir must be a non-empty path or URI, or None. "
-                              f"Received: checkpoint_dir={self.checkpoint_dir!r}")
-        _require_int("restart_attempts", self.restart_attempts, 0)
         if self.sparse_values not in SPARSE_VALUES:
             raise ConfigError(f"sparse_values must be 'float32' or 'float16'. Received: sparse_values={self.sparse_values!r}")
-        if self.export_every_s is not None and (
-            isinstance(self.export_every_s, bool) or not isinstance(self.export_every_s, (int, float))
-            or not self.export_every_s > 0
-        ):
-            raise ConfigError("export_every_s must be a number of seconds > 0 or None. "
-                              f"Received: export_every_s={self.export_every_s!r}")
-        if self.export_dir is not None and (not isinstance(self.export_dir, str) or not self.export_dir):
-            raise ConfigError(f"export_dir must be a non-empty path or None. Received: export_dir={self.export_dir!r}")
-        if (self.export_every_s is None) != (self.export_dir is None):
-            raise ConfigError("export_every_s and export_dir go together: set both to export the model while "
-                              f"training, or neither. Received: export_every_s={self.export_every_s!r}, "
-                              f"export_dir={self.export_dir!r}")
-        if self.latency is not None and not isinstance(self.latency, LatencySettings):
-            raise ConfigError(
-                "latency must be a LatencySettings or None. "
-                f"Received: latency={self.latency!r}"
-            )
         if not isinstance(self.name, str) or not self.name.replace("-", "").replace("_", "").isalnum():
             raise ConfigError(
                 "name must be a non-empty string of letters, digits, '-' and '_'. "
                 f"Received: name={self.name!r}"
             )
+
+
+# The names of the release before CHANGELOG.md's 0.2.0: refused with the new name, not guessed.
+_RENAMED_FIELDS = {
+    "workers": "python_in='client' ('loopback') or 'processes' ('process')",
+    "replica_execution": "python_in='jvm' ('thread') or 'processes' ('process')",
+    "trainer": "trainer_thread=True ('thread') or False ('inline')",
+    "checkpoint_interval_s": "checkpoints=Checkpoints(interval_s=...)",
+    "checkpoint_dir": "checkpoints=Checkpoints(dir=...)",
+    "state_backend": "checkpoints=Checkpoints(state_backend=...)",
+    "restart_attempts": "checkpoints=Checkpoints(restart_attempts=...)",
+    "export_every_s": "exports=Exports(every_s=..., dir=...)",
+    "export_dir": "exports=Exports(every_s=..., dir=...)",
+}
+_dataclass_init = TrainConfig.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _init_refusing_old_names(self, *args, **kwargs):
+    for old in sorted(kwargs.keys() & _RENAMED_FIELDS.keys()):
+        raise ConfigError(f"TrainConfig({old}=...) was renamed: use {_RENAMED_FIELDS[old]}; see CHANGELOG.md")
+    _dataclass_init(self, *args, **kwargs)
+
+
+TrainConfig.__init__ = _init_refusing_old_names  # type: ignore[method-assign]
 
 
 def as_train_config(config) -> TrainConfig:

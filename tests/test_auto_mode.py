@@ -1,4 +1,4 @@
-"""Training modes of the replicas: always, never, auto (converge, serve, resume on drift), in process."""
+"""Training modes of the replicas: train, serve, auto (converge, serve, resume on drift), in process."""
 
 import dataclasses
 import json
@@ -73,7 +73,7 @@ def _served_model_versions(metrics, replica):
 
 
 def test_a_serving_replica_keeps_its_model_and_counts_a_peers_gradients_as_received():
-    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    replica = Replica(0, LinearModel(4, seed=0), replicas=2, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     batches = _concepts(120)
     for batch in batches[:100]:
         replica.on_batch(batch)
@@ -87,7 +87,7 @@ def test_a_serving_replica_keeps_its_model_and_counts_a_peers_gradients_as_recei
     assert (replica.model_version, replica.messages_applied, replica.messages_while_serving) == (version, applied, 2)
     assert replica.on_batch(batches[100])[-1].model_version == version
     # received all the same: acknowledged, and a repeat is a duplicate
-    assert replica._acks()[1] == 1 and replica._peer_weights[1] == 1
+    assert replica._acks()[1] == 1 and replica._peers[1].weights_step == 1
     replica.on_gradient(GradientMessage(1, 1, 1, gradient))
     assert replica.duplicates_dropped == 1 and replica.messages_while_serving == 2
     # training again after a drift: peers' gradients are applied again
@@ -97,7 +97,7 @@ def test_a_serving_replica_keeps_its_model_and_counts_a_peers_gradients_as_recei
     assert (replica.model_version, replica.messages_applied, replica.messages_while_serving) == (version + 1, applied + 1, 2)
     assert not np.array_equal(replica.model.get_weights()["w"], weights["w"])
     # the count survives a restore
-    copy = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    copy = Replica(0, LinearModel(4, seed=0), replicas=2, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     copy.restore(replica.snapshot())
     assert copy.messages_while_serving == 2
 
@@ -107,8 +107,8 @@ def test_a_lagging_peers_gradients_no_longer_raise_a_serving_replicas_loss_into_
     # far behind (29 steps in Flink); applied, the peer's gradients moved the serving model away
     # from the concept until OPTWIN fired, before any drift. Here the peer's weights stay where it started.
     batches, lagging = _concepts(300), LinearModel(4, seed=1)
-    fixed = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
-    old = _AppliesWhileServing(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    fixed = Replica(0, LinearModel(4, seed=0), replicas=2, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    old = _AppliesWhileServing(0, LinearModel(4, seed=0), replicas=2, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     changes = {fixed: [], old: []}
     for replica in changes:
         for batch in batches[:100]:
@@ -164,7 +164,7 @@ def test_a_rise_while_training_restarts_the_convergence_test():
 
 
 def test_a_serving_replica_follows_a_peers_drift_notice_once_and_tells_the_others():
-    replica = Replica(0, 3, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    replica = Replica(0, LinearModel(4, seed=0), replicas=3, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     for batch in _concepts(100):
         replica.on_batch(batch)
     assert not replica.training
@@ -183,7 +183,7 @@ def test_a_replica_behind_in_the_stream_follows_a_peers_drift_where_its_own_inpu
     # the drift demo (docs/use_cases.md): the replica ahead found the drift at its batch 601 while
     # this one served batch 540; training at once, it learnt the new labelling on old-concept batches
     batches = _concepts(150, 100)
-    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    replica = Replica(0, LinearModel(4, seed=0), replicas=2, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     for batch in batches[:100]:
         replica.on_batch(batch)
     assert replica.serving
@@ -194,7 +194,7 @@ def test_a_replica_behind_in_the_stream_follows_a_peers_drift_where_its_own_inpu
         assert not [e for e in replica.on_batch(batch) if isinstance(e, ModeChange)]
     assert replica.serving and replica.batches_served == served + 50
     # the pending notice is Flink state: a restore here keeps it
-    copy = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    copy = Replica(0, LinearModel(4, seed=0), replicas=2, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     copy.restore(replica.snapshot())
     for r in (replica, copy):
         out = r.on_batch(batches[150])
@@ -207,7 +207,7 @@ def test_a_replica_behind_in_the_stream_follows_a_peers_drift_where_its_own_inpu
 
 def test_a_drift_found_before_a_peers_position_for_it_is_the_same_drift():
     batches = _concepts(100, 100)
-    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    replica = Replica(0, LinearModel(4, seed=0), replicas=2, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     for batch in batches[:100]:
         replica.on_batch(batch)
     replica.on_gradient(ModeMessage(sender=1, step=80, sequence=2, training=True, reason="drift", origin=1, epoch=1,
@@ -218,7 +218,7 @@ def test_a_drift_found_before_a_peers_position_for_it_is_the_same_drift():
 
 
 def test_a_peers_drift_notice_without_a_position_is_followed_at_once():
-    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    replica = Replica(0, LinearModel(4, seed=0), replicas=2, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     for batch in _concepts(100):
         replica.on_batch(batch)
     out = replica.on_gradient(ModeMessage(sender=1, step=80, sequence=2, training=True, reason="drift", origin=1, epoch=1))
@@ -227,7 +227,7 @@ def test_a_peers_drift_notice_without_a_position_is_followed_at_once():
 
 
 def test_a_drift_notice_lost_across_a_restore_is_made_good_by_the_next_mode_message():
-    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    replica = Replica(0, LinearModel(4, seed=0), replicas=2, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     for batch in _concepts(100):
         replica.on_batch(batch)
     assert not replica.training
@@ -237,7 +237,7 @@ def test_a_drift_notice_lost_across_a_restore_is_made_good_by_the_next_mode_mess
 
 
 def test_a_peers_drift_notice_while_training_restarts_the_convergence_test():
-    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    replica = Replica(0, LinearModel(4, seed=0), replicas=2, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     batches = _concepts(200)
     for batch in batches[:15]:
         replica.on_batch(batch)
@@ -247,7 +247,7 @@ def test_a_peers_drift_notice_while_training_restarts_the_convergence_test():
 
 
 def test_nothing_is_sent_after_the_done_marker():
-    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    replica = Replica(0, LinearModel(4, seed=0), replicas=2, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     for batch in _concepts(100):
         replica.on_batch(batch)
     replica.on_input_end()
@@ -257,7 +257,7 @@ def test_nothing_is_sent_after_the_done_marker():
 
 
 def test_a_bounded_replica_does_not_wait_for_a_peer_that_serves():
-    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=1, mode=Mode.AUTO, auto=AUTO)
+    replica = Replica(0, LinearModel(4, seed=0), replicas=2, staleness_bound=1, mode=Mode.AUTO, auto=AUTO)
     batches = _concepts(20)
     replica.on_batch(batches[0])
     replica.on_batch(batches[1])
@@ -274,9 +274,9 @@ def test_a_bounded_replica_does_not_wait_for_a_peer_that_serves():
     assert replica.local_step == 22 and replica.held_batches == 1 and replica.bound_overflows == 0
 
 
-def test_never_predicts_every_batch_and_changes_no_weight():
+def test_serve_predicts_every_batch_and_changes_no_weight():
     batches = _concepts(40)
-    result = simulate(lambda r: LinearModel(4, seed=0), batches, TrainConfig(replicas=2, mode="never"))
+    result = simulate(lambda r: LinearModel(4, seed=0), batches, TrainConfig(replicas=2, mode="serve"))
     start = LinearModel(4, seed=0).get_weights()
     assert len(result.predictions) == 40 and not result.mode_changes
     assert all(m.trained is False for m in result.metrics if m.phase == "batch")
@@ -284,19 +284,22 @@ def test_never_predicts_every_batch_and_changes_no_weight():
         assert all(np.array_equal(model.weights[k], start[k]) for k in start)
 
 
-def test_always_is_train_and_its_batches_say_trained():
-    result = simulate(lambda r: LinearModel(4, seed=0), _concepts(20), TrainConfig(replicas=2, mode="always"))
+def test_train_batches_say_trained_and_the_old_mode_names_are_refused_with_the_new_ones():
+    result = simulate(lambda r: LinearModel(4, seed=0), _concepts(20), TrainConfig(replicas=2, mode="train"))
     assert all(m.trained for m in result.metrics if m.phase == "batch") and not result.mode_changes
+    for old, new in (("always", "train"), ("never", "serve")):
+        with pytest.raises(ConfigError, match=f"Received: mode='{old}' \\('{old}' is now '{new}'"):
+            TrainConfig(mode=old)
 
 
 def test_an_auto_replica_restored_while_serving_serves_and_re_sends_its_mode():
     batches = _concepts(150, 50)
-    replica = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    replica = Replica(0, LinearModel(4, seed=0), replicas=2, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     for batch in batches[:150]:
         replica.on_batch(batch)
     assert not replica.training
     state = replica.snapshot()
-    copy = Replica(0, 2, LinearModel(4, seed=0), staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
+    copy = Replica(0, LinearModel(4, seed=0), replicas=2, staleness_bound=None, mode=Mode.AUTO, auto=AUTO)
     copy.restore({k: np.array(v) for k, v in state.items()})
     assert not copy.training and copy.policy.snapshot() == replica.policy.snapshot()
     resent = [e.message for e in copy.resend() if isinstance(e, Broadcast)]

@@ -5,6 +5,7 @@ import argparse
 import numpy as np
 import pytest
 
+from pyflink_tensair import Checkpoints
 from pyflink_tensair.cli import flags
 from pyflink_tensair.errors import WireFormatError
 from pyflink_tensair.flink.checkpointing import ChunkedState
@@ -102,9 +103,9 @@ def _args(argv):
 def test_jobs_checkpoint_by_default_into_their_outdir(tmp_path):
     args = _args(["--outdir", str(tmp_path)])
     config = flags.config_from_args(args, name="quickstart")
-    assert config.checkpoint_interval_s == flags.DEFAULT_CHECKPOINT_INTERVAL_S
-    assert config.checkpoint_dir == str(tmp_path / "checkpoints") and config.state_backend == "hashmap"
-    off = flags.config_from_args(_args(["--checkpoint-interval", "0"]), name="quickstart")
-    assert off.checkpoint_interval_s is None and off.checkpoint_dir is None
-    mine = flags.config_from_args(_args(["--checkpoint-dir", "s3://bucket/ckpt", "--state-backend", "rocksdb"]))
-    assert mine.checkpoint_dir == "s3://bucket/ckpt" and mine.state_backend == "rocksdb"
+    assert config.checkpoints == Checkpoints(interval_s=flags.JOB_CONFIG.checkpoints.interval_s,
+                                             dir=str(tmp_path / "checkpoints"), state_backend="hashmap")
+    off = flags.config_from_args(_args(["--checkpoints-interval-s", "none"]), name="quickstart")
+    assert off.checkpoints is None
+    mine = flags.config_from_args(_args(["--checkpoints-dir", "s3://bucket/ckpt", "--checkpoints-state-backend", "rocksdb"]))
+    assert mine.checkpoints.dir == "s3://bucket/ckpt" and mine.checkpoints.state_backend == "rocksdb"

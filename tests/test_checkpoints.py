@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("pyflink")
 
-from pyflink_tensair import PeerUpdates, TrainConfig  # noqa: E402
+from pyflink_tensair import Checkpoints, PeerUpdates, TrainConfig  # noqa: E402
 from pyflink_tensair.testing import max_weight_diff  # noqa: E402
 
 from flink_harness import MODEL, fail_once, make_batch, sequential_reference  # noqa: E402
@@ -31,7 +31,7 @@ def run(tmp_path, config, maker):
     from pyflink.common import Configuration
 
     settings = Configuration()
-    if config.replica_execution.value == "process":
+    if config.python_in.value == "processes":
         # A second TaskManager in the mini-cluster, as a real cluster's supervisor would replace a
         # lost one: cancelling process-mode Python tasks at the failover can kill their TaskManager
         # (Beam's "Reference count must not be negative", docs/reliability.md), and the
@@ -57,16 +57,17 @@ class _Deal:
         return {r: list(range(r, BATCHES, 2)) for r in range(2)}
 
 
-# (None, 1, "process") is the first failure of (None, 2, "process"): dropped to keep CI under 30 minutes
-@pytest.mark.parametrize("staleness,failures,execution", [(0, 1, "process"), (None, 2, "process"), (0, 1, "thread")])
-def test_a_failed_job_restarts_from_its_checkpoint_and_trains_every_batch_once(tmp_path, staleness, failures, execution):
+# (None, 1, "processes") is the first failure of (None, 2, "processes"): dropped to keep CI under 30 minutes
+@pytest.mark.parametrize("staleness,failures,python_in", [(0, 1, "processes"), (None, 2, "processes"), (0, 1, "jvm")])
+def test_a_failed_job_restarts_from_its_checkpoint_and_trains_every_batch_once(tmp_path, staleness, failures, python_in):
     """``failures=2``: the second failure hits the restarted job at its first batch, while it recovers.
-    ``execution="thread"``: the replicas' state goes through the embedded operator's Java state."""
+    ``python_in="jvm"``: the replicas' state goes through the embedded operator's Java state."""
     # TensAIR's rule: without weights messages every model version is one gradient, counted below
-    config = TrainConfig(replicas=2, staleness_bound=staleness, checkpoint_interval_s=0.3, replica_execution=execution,
-                         checkpoint_dir=str(tmp_path / "checkpoints"), name="ckpt", peer_updates=PeerUpdates.tensair())
+    config = TrainConfig(replicas=2, staleness_bound=staleness, python_in=python_in, name="ckpt",
+                         checkpoints=Checkpoints(interval_s=0.3, dir=str(tmp_path / "checkpoints")),
+                         peer_updates=PeerUpdates.tensair())
     result = run(tmp_path, config, functools.partial(fail_once, at=FAIL_AT, marker_dir=str(tmp_path),
-                                                     checkpoint_dir=config.checkpoint_dir, times=failures))
+                                                     checkpoint_dir=config.checkpoints.dir, times=failures))
     assert len(list(tmp_path.glob("failed-*"))) == failures, "no checkpoint completed before the last batch"
     restored = [m for m in result.metrics if m.phase == "restored"]
     # a restore the second failure interrupted may not have written its record yet

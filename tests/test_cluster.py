@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("pyflink")
 
 from pyflink_tensair import cluster, processes  # noqa: E402
+from pyflink_tensair.waiting import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -23,13 +24,11 @@ def _job_id(output: str) -> str:
 
 
 def _wait_finished(url: str, job_id: str, timeout: float = 300.0) -> str:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    def ended():
         state = cluster.rest_get(f"{url}/jobs/{job_id}")["state"]
-        if state in ("FINISHED", "FAILED", "CANCELED"):
-            return state
-        time.sleep(1)
-    raise AssertionError(f"job {job_id} still running after {timeout} s")
+        return state if state in ("FINISHED", "FAILED", "CANCELED") else None
+
+    return wait_until(ended, timeout, interval_s=1, what=f"job {job_id} to end")
 
 
 def test_quickstart_with_flink_run_on_two_taskmanagers(flink_cluster, tmp_path):
@@ -56,7 +55,7 @@ def test_the_credit_gate_holds_the_batches_back_across_taskmanagers(flink_cluste
     def run(flag):
         summary_path = tmp_path / f"{flag}.json"
         result = cluster.submit(flink_cluster, [QUICKSTART, "--replicas", "2", "--batches", "1500", "--batch-size", "1024",
-                                                "--buffer-capacity", "128", "--checkpoint-interval", "0", flag,
+                                                "--buffer-capacity", "128", "--checkpoints-interval-s", "none", flag,
                                                 "--summary", str(summary_path), "--outdir", str(tmp_path / flag)],
                                 timeout=600)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -167,13 +166,8 @@ def test_both_use_case_jobs_with_flink_run_on_two_taskmanagers(flink_cluster, tm
 
 
 def _wait_until(what: str, condition, timeout: float = 180.0):
-    """Polls ``condition()`` (every 0.5 s) until it returns a true value, which it returns;
-    fails saying ``what`` it waited for after ``timeout`` seconds."""
-    deadline = time.time() + timeout
-    while not (value := condition()):
-        assert time.time() < deadline, f"waited {timeout:.0f} s for {what}"
-        time.sleep(0.5)
-    return value
+    """Polls ``condition()`` (every 0.5 s) until it returns a true value, which it returns."""
+    return wait_until(condition, timeout, interval_s=0.5, what=what)
 
 
 def _min_model_version(url: str, job_id: str) -> int:
@@ -215,7 +209,7 @@ def test_a_lost_taskmanager_costs_no_batch_and_synchronous_replicas_stay_identic
     batches = 300
     outcome = {}
     args = [QUICKSTART, "--replicas", "2", "--staleness-bound", "0", "--batches", str(batches), "--rate", "10",
-            "--checkpoint-interval", "2", "--summary", str(summary_path), "--outdir", str(tmp_path / "out")]
+            "--checkpoints-interval-s", "2", "--summary", str(summary_path), "--outdir", str(tmp_path / "out")]
     runner = threading.Thread(target=lambda: outcome.update(result=cluster.submit(flink_cluster, args, timeout=600)))
     runner.start()
     try:
@@ -226,10 +220,7 @@ def test_a_lost_taskmanager_costs_no_batch_and_synchronous_replicas_stay_identic
         # The TaskManager first, then whatever Python workers it had: with the replicas in its JVM
         # (thread mode) a TaskManager that hosts no process-mode operator has none.
         assert killed[0] == victim, killed
-        deadline = time.time() + 10
-        while time.time() < deadline and any(processes.alive(pid) for pid in killed):
-            time.sleep(0.2)
-        assert not any(processes.alive(pid) for pid in killed), killed
+        wait_until(lambda: not any(processes.alive(pid) for pid in killed), 10, what=f"{killed} to die")
         cluster.await_failover(flink_cluster, job_id)
     finally:
         runner.join(600)
@@ -275,7 +266,7 @@ def test_stop_with_a_savepoint_then_resume_continues_the_model(flink_cluster, tm
     # (pyflink_tensair.cluster) and the stop must all fall inside the run (at 10/s a CI run once
     # trained all 200 before the stop)
     common = [QUICKSTART, "--replicas", "2", "--staleness-bound", "0", "--batches", str(batches), "--rate", "5",
-              "--checkpoint-interval", "2"]
+              "--checkpoints-interval-s", "2"]
     outcome = {}
     first_args = common + ["--outdir", str(tmp_path / "first"), "--summary", str(tmp_path / "first.json")]
     runner = threading.Thread(target=lambda: outcome.update(result=cluster.submit(flink_cluster, first_args, timeout=600)))

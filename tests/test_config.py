@@ -1,6 +1,6 @@
 import pytest
 
-from pyflink_tensair import ConfigError, LatencySettings, Mode, PeerUpdates, ReplicaExecution, TrainConfig, WorkerMode
+from pyflink_tensair import Checkpoints, ConfigError, Exports, LatencySettings, Mode, PeerUpdates, PythonIn, TrainConfig
 
 
 def test_defaults_are_valid_and_frozen():
@@ -22,22 +22,17 @@ def test_defaults_are_valid_and_frozen():
     ({"buffer_capacity": 0}, "buffer_capacity must be an int >= 1. Received: buffer_capacity=0"),
     ({"backpressure": "yes"}, "backpressure must be True or False. Received: backpressure='yes'"),
     ({"mode": "learn"}, "mode must be one of 'train', 'serve', 'auto'. Received: mode='learn'"),
-    ({"workers": "thread"}, "workers must be one of 'process', 'loopback'. Received: workers='thread'"),
-    ({"replica_execution": "embedded"},
-     "replica_execution must be one of 'thread', 'process'. Received: replica_execution='embedded'"),
+    ({"python_in": "thread"}, "python_in must be one of 'jvm', 'processes', 'client'. Received: python_in='thread'"),
+    ({"trainer_thread": "inline"}, "trainer_thread must be True or False. Received: trainer_thread='inline'"),
+    ({"replica_execution": "thread"}, "TrainConfig(replica_execution=...) was renamed: use python_in='jvm'"),
+    ({"workers": "loopback"}, "TrainConfig(workers=...) was renamed: use python_in='client'"),
+    ({"checkpoint_interval_s": 5}, "TrainConfig(checkpoint_interval_s=...) was renamed: use checkpoints=Checkpoints("),
+    ({"export_dir": "x"}, "TrainConfig(export_dir=...) was renamed: use exports=Exports("),
+    ({"checkpoints": 10}, "checkpoints must be a Checkpoints or None. Received: checkpoints=10"),
     ({"latency": {"bundle_size": 1}}, "latency must be a LatencySettings or None"),
     ({"name": "my job"}, "name must be a non-empty string"),
-    ({"tf_intra_op_threads": 0}, "tf_intra_op_threads must be an int >= 1. Received: tf_intra_op_threads=0"),
-    ({"checkpoint_interval_s": 0}, "checkpoint_interval_s must be a number of seconds >= 0.01 or None"),
-    ({"checkpoint_interval_s": "10"}, "checkpoint_interval_s must be a number of seconds >= 0.01 or None"),
-    ({"state_backend": "forst"}, "state_backend must be 'hashmap' or 'rocksdb'. Received: state_backend='forst'"),
-    ({"checkpoint_dir": ""}, "checkpoint_dir must be a non-empty path or URI, or None"),
-    ({"restart_attempts": -1}, "restart_attempts must be an int >= 0. Received: restart_attempts=-1"),
+    ({"tf_intra_op_threads": 0}, "tf_intra_op_threads must be an int >= 1 or None. Received: tf_intra_op_threads=0"),
     ({"sparse_values": "bfloat16"}, "sparse_values must be 'float32' or 'float16'. Received: sparse_values='bfloat16'"),
-    ({"export_every_s": 0, "export_dir": "x"}, "export_every_s must be a number of seconds > 0 or None"),
-    ({"export_every_s": 5.0}, "export_every_s and export_dir go together"),
-    ({"export_dir": "exports"}, "export_every_s and export_dir go together"),
-    ({"export_every_s": 5.0, "export_dir": ""}, "export_dir must be a non-empty path or None"),
     ({"peer_updates": {"scale": 0.5}}, "peer_updates must be a PeerUpdates. Received: peer_updates={'scale': 0.5}"),
     ({"staleness_bound": 0, "peer_updates": PeerUpdates(scale=0.5)}, "synchronous replicas (staleness_bound=0) apply"),
 ])
@@ -48,9 +43,23 @@ def test_errors_name_field_rule_and_value(fields, message):
 
 
 def test_enums_accept_their_values():
-    config = TrainConfig(mode="serve", workers="loopback", replica_execution="process")
-    assert config.mode is Mode.SERVE and config.workers is WorkerMode.LOOPBACK
-    assert config.replica_execution is ReplicaExecution.PROCESS and TrainConfig().replica_execution is ReplicaExecution.THREAD
+    config = TrainConfig(mode="serve", python_in="client")
+    assert config.mode is Mode.SERVE and config.python_in is PythonIn.CLIENT and TrainConfig().python_in is PythonIn.JVM
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: Checkpoints(interval_s=0), "Checkpoints.interval_s must be a number of seconds >= 0.01. Received: Checkpoints.interval_s=0"),
+    (lambda: Checkpoints(interval_s="10"), "Checkpoints.interval_s must be a number of seconds >= 0.01"),
+    (lambda: Checkpoints(state_backend="forst"), "Checkpoints.state_backend must be 'hashmap' or 'rocksdb'. Received: state_backend='forst'"),
+    (lambda: Checkpoints(dir=""), "Checkpoints.dir must be a non-empty path or URI, or None"),
+    (lambda: Checkpoints(restart_attempts=-1), "Checkpoints.restart_attempts must be an int >= 0. Received: Checkpoints.restart_attempts=-1"),
+    (lambda: Exports(every_s=0, dir="x"), "Exports.every_s must be a number of seconds > 0. Received: Exports.every_s=0"),
+    (lambda: Exports(every_s=5.0, dir=""), "Exports.dir must be a non-empty path. Received: dir=''"),
+])
+def test_checkpoints_and_exports_name_field_rule_and_value(make, message):
+    with pytest.raises(ConfigError) as err:
+        make()
+    assert message in str(err.value)
 
 
 def test_latency_settings_map_to_flink_options():
@@ -112,5 +121,5 @@ def test_guards_default_to_dead_letters_and_come_from_the_job_flags():
         TrainConfig(guards="fail")
     parser = argparse.ArgumentParser()
     flags.add_job_arguments(parser, batches=10, batch_size=8)
-    args = parser.parse_args(["--bad-input", "fail", "--max-gradient-norm", "5", "--norm-action", "clip"])
+    args = parser.parse_args(["--guards-bad-input", "fail", "--guards-max-gradient-norm", "5", "--guards-norm-action", "clip"])
     assert flags.config_from_args(args).guards == Guards(bad_input="fail", max_gradient_norm=5.0, norm_action="clip")

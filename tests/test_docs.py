@@ -21,13 +21,13 @@ def test_the_reference_pages_are_made_from_the_current_code(capsys):
 def test_the_reference_check_names_a_stale_page(tmp_path, capsys):
     make = _make_reference()
     assert make.main(["--out", str(tmp_path)]) == 0
-    (tmp_path / "config.md").write_text((tmp_path / "config.md").read_text().replace("| `replicas` | `int` | `1` |",
-                                                                                    "| `replicas` | `int` | `2` |"))
+    (tmp_path / "config.md").write_text((tmp_path / "config.md").read_text().replace("| `replicas` | `--replicas` | `int` | `1` |",
+                                                                                    "| `replicas` | `--replicas` | `int` | `2` |"))
     capsys.readouterr()
     assert make.main(["--check", "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "config.md" in err and "jobs.md" not in err, err
-    for field in ("replicas", "staleness_bound", "checkpoint_interval_s", "window", "average_every", "bad_input"):
+    for field in ("replicas", "staleness_bound", "interval_s", "window", "average_every", "bad_input"):
         assert f"| `{field}` |" in (tmp_path / "config.md").read_text()  # every field has its row
 
 

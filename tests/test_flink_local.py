@@ -16,12 +16,12 @@ from flink_harness import (CLASSES, done_marker_after_three, garbage_after_three
 pytestmark = pytest.mark.flink
 
 
-@pytest.mark.parametrize("workers,trainer,execution", [("loopback", "thread", "process"), ("process", "thread", "process"),
-                                                      ("process", "inline", "process"), ("process", "thread", "thread")])
+@pytest.mark.parametrize("python_in,trainer_thread", [("client", True), ("processes", True), ("processes", False),
+                                                     ("jvm", True)])
 class TestTrainingModes:
-    def test_synchronous_replicas_stay_identical_and_match_sequential_sgd(self, tmp_path, workers, trainer, execution):
-        config = TrainConfig(replicas=2, staleness_bound=0, workers=workers, trainer=trainer,
-                             replica_execution=execution, name="sync")
+    def test_synchronous_replicas_stay_identical_and_match_sequential_sgd(self, tmp_path, python_in, trainer_thread):
+        config = TrainConfig(replicas=2, staleness_bound=0, python_in=python_in, trainer_thread=trainer_thread,
+                             name="sync")
         result = run_training(tmp_path, 12, config)
         assert sorted(p["batch_id"] for p in result.predictions) == list(range(12))
         assert sorted(result.models) == [0, 1]
@@ -32,9 +32,9 @@ class TestTrainingModes:
             np.testing.assert_allclose(result.models[0].weights[name], value, atol=1e-6)
         assert {m.model_version for m in result.models.values()} == {6}
 
-    def test_dasgd_replicas_train_every_batch_and_apply_every_peer_message(self, tmp_path, workers, trainer, execution):
-        config = TrainConfig(replicas=2, staleness_bound=None, workers=workers, trainer=trainer,
-                             replica_execution=execution, name="dasgd", peer_updates=PeerUpdates.tensair())
+    def test_dasgd_replicas_train_every_batch_and_apply_every_peer_message(self, tmp_path, python_in, trainer_thread):
+        config = TrainConfig(replicas=2, staleness_bound=None, python_in=python_in, trainer_thread=trainer_thread,
+                             name="dasgd", peer_updates=PeerUpdates.tensair())
         result = run_training(tmp_path, 12, config)
         assert sorted(p["batch_id"] for p in result.predictions) == list(range(12))
         finals = {m.replica: m for m in result.metrics if m.phase == "final"}
@@ -59,9 +59,9 @@ def test_weights_messages_travel_the_loop_and_every_one_is_mixed_in_once(tmp_pat
     assert max_weight_diff([m.weights for m in result.models.values()]) < 0.05
 
 
-@pytest.mark.parametrize("execution", ["process", "thread"])
-def test_replica_execution_decides_whether_replicas_run_in_a_python_worker_or_in_the_jvm(tmp_path, execution):
-    """The probe runs inside replica 0: its process is a Java one only in thread mode."""
+@pytest.mark.parametrize("python_in", ["processes", "jvm"])
+def test_python_in_decides_whether_replicas_run_in_a_python_worker_or_in_the_jvm(tmp_path, python_in):
+    """The probe runs inside replica 0: its process is a Java one only with python_in="jvm"."""
     import json
     import os
 
@@ -74,14 +74,14 @@ def test_replica_execution_decides_whether_replicas_run_in_a_python_worker_or_in
 
     env = StreamExecutionEnvironment.get_execution_environment()
     out = train(numbered_batches(env, 4), model=MODEL, probe=process_executable,
-                config=TrainConfig(replicas=2, staleness_bound=0, replica_execution=execution, name="where"))
+                config=TrainConfig(replicas=2, staleness_bound=0, python_in=python_in, name="where"))
     write_json_lines(out.probes, str(tmp_path), "probes", name="where")
     env.execute("where replicas run")
     probes = [json.loads(line) for path in tmp_path.glob("probes-*.jsonl") for line in open(path)]
     assert probes and all("error" not in p for p in probes), probes
     executables = {p["result"]["executable"] for p in probes}
     assert len(executables) == 1 and {p["result"]["pid"] for p in probes} != {os.getpid()}
-    assert os.path.basename(executables.pop()).startswith("java") == (execution == "thread")
+    assert os.path.basename(executables.pop()).startswith("java") == (python_in == "jvm")
 
 
 def test_an_operator_built_in_thread_mode_runs_in_the_jvm_and_the_rest_of_the_job_in_workers(tmp_path):
@@ -102,7 +102,7 @@ def test_an_operator_built_in_thread_mode_runs_in_the_jvm_and_the_rest_of_the_jo
     prepare_environment(env, TrainConfig())
     numbers = number_sequence(env, 0, 2, name="numbers", uid="numbers")
     in_worker = numbers.map(worker_executable, output_type=Types.STRING())
-    in_jvm = process(in_worker, ExecutableOf(), Types.STRING(), "thread")
+    in_jvm = process(in_worker, ExecutableOf(), Types.STRING(), "jvm")
     write_json_lines(in_jvm, str(tmp_path), "where", name="where")
     env.execute("mixed execution modes")
     seen = [json.loads(line) for path in glob.glob(str(tmp_path / "where-*.jsonl")) for line in open(path)]
@@ -111,8 +111,8 @@ def test_an_operator_built_in_thread_mode_runs_in_the_jvm_and_the_rest_of_the_jo
     assert all(os.path.basename(s["operator"]).startswith("java") for s in seen)
 
 
-@pytest.mark.parametrize("execution", ["process", "thread"])
-def test_batch_source_makes_every_batch_once_in_the_execution_mode_it_is_given(tmp_path, execution):
+@pytest.mark.parametrize("python_in", ["processes", "jvm"])
+def test_batch_source_makes_every_batch_once_where_the_config_it_feeds_runs_python(tmp_path, python_in):
     import glob
     import json
 
@@ -125,15 +125,15 @@ def test_batch_source_makes_every_batch_once_in_the_execution_mode_it_is_given(t
     from flink_harness import batch_made_where, batch_meta
 
     env = StreamExecutionEnvironment.get_execution_environment()
-    batches = batch_source(env, 6, batch_made_where, rate=50.0, name="made", execution=execution)
+    batches = batch_source(env, 6, batch_made_where, rate=50.0, name="made", config=TrainConfig(python_in=python_in))
     write_json_lines(batches.map(batch_meta, output_type=Types.STRING()), str(tmp_path), "meta", name="made")
-    env.execute(f"batch source in {execution} mode")
+    env.execute(f"batch source with python_in={python_in}")
     seen = sorted((json.loads(line) for path in glob.glob(str(tmp_path / "meta-*.jsonl")) for line in open(path)),
                   key=lambda m: m["id"])
     assert [m["id"] for m in seen] == list(range(6))
     due = [m["scheduled_at"] for m in seen]
     assert all(abs(b - a - 1 / 50.0) < 1e-6 for a, b in zip(due, due[1:]))
-    assert {os.path.basename(m["made_in"]).startswith("java") for m in seen} == {execution == "thread"}
+    assert {os.path.basename(m["made_in"]).startswith("java") for m in seen} == {python_in == "jvm"}
 
 
 def test_replica_r_runs_on_subtask_r_with_round_robin_batches(tmp_path):
@@ -207,25 +207,25 @@ def test_bad_records_are_set_aside_and_the_synchronous_model_equals_the_clean_ru
             np.testing.assert_array_equal(mixed.models[r].weights[name], value)
 
 
-def test_the_bound_holds_when_the_source_outruns_the_replicas(tmp_path, execution="thread"):
+def test_the_bound_holds_when_the_source_outruns_the_replicas(tmp_path, python_in="jvm"):
     """Issue 13: an unpaced source. Saturated replicas report through Flink to the credit gate,
     which holds the batches back, instead of training beyond the bound once their buffer is full.
-    (Across TaskManagers: test_cluster.py. With execution="process", 620 overflows against 11.)"""
+    (Across TaskManagers: test_cluster.py. With python_in="processes", 620 overflows against 11.)"""
     from pyflink_tensair import batch_source
 
     from flink_harness import large_teacher_batch
 
     def overflows(backpressure):
         config = TrainConfig(replicas=2, staleness_bound=1, buffer_capacity=128, backpressure=backpressure,
-                             replica_execution=execution, name=f"outrun{int(backpressure)}")
+                             python_in=python_in, name=f"outrun{int(backpressure)}")
         result = run_training(tmp_path / str(backpressure), 0, config, stream=lambda env: batch_source(
-            env, 1500, large_teacher_batch, name="outrun", execution=execution))
+            env, 1500, large_teacher_batch, name="outrun", config=config))
         finals = [m for m in result.metrics if m.phase == "final"]
         assert sum(m.local_step for m in finals) == 1500
         return sum(m.bound_overflows for m in finals)
 
     without, with_ = overflows(False), overflows(True)
-    print(f"bound overflows of 1500 batches, {execution} mode: {without} without the credit gate, {with_} with it")
+    print(f"bound overflows of 1500 batches, python_in={python_in}: {without} without the credit gate, {with_} with it")
     # Measured in thread mode (7 runs on 2026-12-03 and the one in docs/reliability.md): 491 to
     # 936 without the gate, 0 to 56 with it, at most 0.10 of the count without (what is past the
     # gate when it closes, and what it lets through after holding a batch 1 s, depend on the
@@ -243,8 +243,8 @@ def test_to_batches_groups_single_records_into_mini_batches(tmp_path):
     assert [len(p["predictions"]) for p in sorted(result.predictions, key=lambda p: p["batch_id"])] == [16, 16, 16, 2]
 
 
-@pytest.mark.parametrize("workers", ["process", "loopback", "process"])
-def test_worker_mode_decides_where_python_functions_run(tmp_path, workers):
+@pytest.mark.parametrize("python_in", ["processes", "client", "processes"])
+def test_python_in_client_runs_python_functions_in_the_client_and_the_others_do_not(tmp_path, python_in):
     """PyFlink picks loopback when the environment is created; train() must still get its way."""
     import glob
     import json
@@ -263,10 +263,10 @@ def test_worker_mode_decides_where_python_functions_run(tmp_path, workers):
     numbers = number_sequence(env, 0, 3, name="numbers", uid="numbers")
     pids = numbers.map(worker_pid, output_type=Types.LONG()).map(json.dumps, output_type=Types.STRING())
     write_json_lines(pids, str(tmp_path), "pids", name="pids")
-    prepare_environment(env, TrainConfig(workers=workers))
+    prepare_environment(env, TrainConfig(python_in=python_in))
     env.execute("worker pids")
     seen = {json.loads(line) for path in glob.glob(str(tmp_path / "pids-*.jsonl")) for line in open(path)}
-    if workers == "loopback":
+    if python_in == "client":
         assert seen == {os.getpid()}
     else:
         assert seen and os.getpid() not in seen

@@ -59,11 +59,11 @@ def test_a_record_is_checked_before_it_joins_a_batch(record, reason):
 
 
 def _pair(**kwargs):
-    return [Replica(r, 2, LinearModel(3, seed=0), **kwargs) for r in range(2)]
+    return [Replica(r, LinearModel(3, seed=0), replicas=2, **kwargs) for r in range(2)]
 
 
 def test_a_bad_batch_becomes_a_dead_letter_and_is_counted_not_trained():
-    replica = Replica(0, 1, LinearModel(3, seed=0))
+    replica = Replica(0, LinearModel(3, seed=0))
     before = replica.model.get_weights()
     events = replica.on_batch(Batch(np.zeros((4, 5), np.float32), np.zeros(4), {"id": 9}))
     assert [type(e) for e in events] == [DeadLetter]
@@ -77,7 +77,7 @@ def test_a_bad_batch_becomes_a_dead_letter_and_is_counted_not_trained():
 
 
 def test_fail_fast_policy_raises_instead():
-    replica = Replica(0, 1, LinearModel(3, seed=0), guards=Guards(bad_input="fail"))
+    replica = Replica(0, LinearModel(3, seed=0), guards=Guards(bad_input="fail"))
     with pytest.raises(BadInputError, match="wrong_shape"):
         replica.on_batch(Batch(np.zeros((4, 5), np.float32), np.zeros(4), {"id": 9}))
 
@@ -144,7 +144,7 @@ class _ExplodesOnBatch(LinearModel):
 
 
 def test_a_dasgd_replica_skips_its_own_non_finite_step_and_sends_nothing():
-    replica = Replica(0, 2, _ExplodesOnBatch(3, seed=0), staleness_bound=None)
+    replica = Replica(0, _ExplodesOnBatch(3, seed=0), replicas=2, staleness_bound=None)
     batches = make_regression_batches(4, 3)
     replica.on_batch(batches[0]), replica.on_batch(batches[1])
     weights = replica.model.get_weights()
@@ -180,10 +180,10 @@ def test_a_message_that_does_not_decode_counts_against_its_sender():
 
 
 def test_the_guards_counters_survive_a_restore():
-    replica = Replica(0, 2, LinearModel(3, seed=0))
+    replica = Replica(0, LinearModel(3, seed=0), replicas=2)
     replica.on_batch(Batch(np.zeros((0, 3), np.float32), np.zeros(0)))
     replica.on_gradient(dataclasses.replace(_gradient(), gradients={"w": np.zeros(4), "b": np.zeros(1)}))
-    restored = Replica(0, 2, LinearModel(3, seed=0))
+    restored = Replica(0, LinearModel(3, seed=0), replicas=2)
     restored.restore(replica.snapshot())
     assert (restored.dead_letters, restored.messages_rejected) == (2, 1)
 

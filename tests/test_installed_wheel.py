@@ -114,7 +114,7 @@ def test_the_readme_snippet_runs_from_the_installed_wheel_with_its_shipped_jar(i
 CHECKPOINTED_JOB = textwrap.dedent("""
     import glob, os, sys, time
     from pyflink.datastream import StreamExecutionEnvironment
-    from pyflink_tensair import TrainConfig, train
+    from pyflink_tensair import Checkpoints, TrainConfig, train
     from pyflink_tensair.core.events import Metrics
     from pyflink_tensair.datasets.teacher import teacher_classification_batch
     from pyflink_tensair.flink.sinks import write_json_lines
@@ -141,7 +141,7 @@ CHECKPOINTED_JOB = textwrap.dedent("""
 
     env = StreamExecutionEnvironment.get_execution_environment()
     out = train(batch_source(env, BATCHES, make, rate=20.0, name="wheel"), model=zoo.quickstart_classifier,
-                config=TrainConfig(replicas=2, checkpoint_interval_s=0.5, checkpoint_dir=checkpoints, name="wheel"))
+                config=TrainConfig(replicas=2, checkpoints=Checkpoints(interval_s=0.5, dir=checkpoints), name="wheel"))
     write_json_lines(out.metrics, os.path.join(work, "out"), "metrics", name="wheel")
     env.execute("checkpointed job from the installed wheel")
     metrics = [Metrics.from_json(line) for path in glob.glob(os.path.join(work, "out", "metrics-*.jsonl"))

@@ -74,7 +74,7 @@ def test_image_classification_on_digits_then_continued_from_the_saved_model(tmp_
     result = _run("image_classification.py", "--replicas", "2", "--staleness-bound", "0", "--passes", "2",
                   "--batch-size", "64", "--outdir", str(tmp_path / "out"), "--summary", str(summary_path),
                   "--logdir", str(tmp_path / "tb"), "--save", str(saved), "--progress-every", "1",
-                  "--export-every", "2")
+                  "--exports-every-s", "2")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "batches 46/46" in result.stdout and " acc " in result.stdout
     summary = json.loads(summary_path.read_text())
@@ -99,7 +99,7 @@ def test_image_classification_on_digits_then_continued_from_the_saved_model(tmp_
     job_scalars = _tensorboard_scalars(tmp_path / "tb" / "job")
     assert job_scalars["window_accuracy"][-1] == (46, pytest.approx(summary["window_accuracy"], abs=1e-6))
 
-    # --save wrote replica 0's final weights, and so did the last --export-every export (into
+    # --save wrote replica 0's final weights, and so did the last --exports-every-s export (into
     # <outdir>/exports); --model continues from exactly those, with another replica count
     from pyflink_tensair.models.export import exported_models
 
@@ -183,11 +183,11 @@ def test_drift_demo_with_two_replicas_detects_the_permutation_and_nothing_before
     # (2026-12-03, docs/use_cases.md): first convergence at batches 122-176 (checked: < 240),
     # detections at 240-241 only (checked: none before 240, delay < 10), auto trained 49-71% of
     # the batches (checked: < 80%), one model version per serving phase in every run.
-    result = _run("drift_demo.py", "--every", "240", "--drifts", "1", "--converged-window", "15",
-                  "--converged-tolerance", "0.05", "--outdir", str(tmp_path), "--checkpoint-interval", "0")
+    result = _run("drift_demo.py", "--every", "240", "--drifts", "1", "--auto-window", "15",
+                  "--auto-tolerance", "0.05", "--outdir", str(tmp_path), "--checkpoints-interval-s", "none")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     summary = json.load(open(tmp_path / "drift_demo.json"))
-    auto, always = summary["modes"]["auto"], summary["modes"]["always"]
+    auto, always = summary["modes"]["auto"], summary["modes"]["train"]
     assert summary["drift_points"] == [240] and auto["batches"] == always["batches"] == 480
     assert always["trained_share"] == 1.0 and auto["trained_share"] < 0.8 and auto["converged_at"]
     assert min(auto["converged_at"]) < 240, auto  # serving before the drift, so the drift is there to detect
@@ -205,20 +205,22 @@ def test_drift_demo_with_two_replicas_detects_the_permutation_and_nothing_before
 @pytest.mark.parametrize("script, args, message", [
     ("quickstart.py", ["--staleness-bound", "-2"], "argument --staleness-bound: staleness_bound must be an int >= 0"),
     ("quickstart.py", ["--replicas", "0"], "argument --replicas: replicas must be an int >= 1. Received: replicas=0"),
-    ("quickstart.py", ["--workers", "thread"], "invalid choice: 'thread'"),
+    ("quickstart.py", ["--python-in", "thread"], "python_in must be one of 'jvm', 'processes', 'client'"),
+    ("quickstart.py", ["--mode", "always"], "Received: mode='always' ('always' is now 'train': see CHANGELOG.md)"),
+    ("quickstart.py", ["--replica-execution", "thread"], "unrecognized arguments: --replica-execution thread"),
     ("image_classification.py", ["--data", "mnist"], "argument --data: data must be 'digits', 'cifar10:FOLDER' or 'synthetic'"),
     ("image_classification.py", ["--data", "cifar10:/no/such/folder"], "does not exist"),
     ("image_classification.py", ["--save", "model.h5"], "argument --save: save must name a .keras file"),
     ("image_classification.py", ["--rate", "-1"], "argument --rate: rate must be a number >= 0"),
     ("image_classification.py", ["--passes", "0"], "argument --passes: passes must be an int >= 1"),
-    ("drift_demo.py", ["--modes", "sometimes"], "modes must be a comma-separated list of auto, always, never"),
+    ("drift_demo.py", ["--modes", "sometimes"], "modes must be a comma-separated list of auto, train, serve"),
     ("drift_demo.py", ["--every", "0"], "argument --every: every must be an int >= 1"),
     ("word2vec.py", ["--corpus", "/no/such/corpus"], "is neither a file nor a folder"),
     ("word2vec.py", ["--negatives", "0"], "argument --negatives: negatives must be an int >= 1"),
     ("word2vec.py", ["--dim", "0"], "argument --dim: dim must be an int >= 1"),
-    ("quickstart.py", ["--peer-scale", "2"], "argument --peer-scale: PeerUpdates.scale must be a number in (0, 1]"),
-    ("quickstart.py", ["--peer-rule", "sgd"], "--peer-rule sgd needs --peer-sgd-lr LR"),
-    ("image_classification.py", ["--average-every", "0"], "PeerUpdates.average_every must be an int >= 1 or None"),
+    ("quickstart.py", ["--peer-updates-scale", "2"], "argument --peer-updates-scale: PeerUpdates.scale must be a number in (0, 1]"),
+    ("quickstart.py", ["--peer-updates-rule", "sgd"], "PeerUpdates(rule='sgd') needs sgd_learning_rate"),
+    ("image_classification.py", ["--peer-updates-average-every", "0"], "PeerUpdates.average_every must be an int >= 1 or None"),
 ])
 def test_bad_arguments_exit_with_a_clear_message(script, args, message):
     result = _run(script, *args, timeout=120)

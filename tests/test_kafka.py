@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("pyflink")
 
 from pyflink_tensair import cluster, processes  # noqa: E402
+from pyflink_tensair.waiting import wait_until  # noqa: E402
 from pyflink_tensair.errors import ConfigError, KafkaError  # noqa: E402
 from pyflink_tensair.kafka import broker  # noqa: E402
 from pyflink_tensair.core import wire  # noqa: E402
@@ -170,7 +171,7 @@ def test_a_lost_taskmanager_resumes_from_the_checkpointed_offsets_and_trains_eve
     summary_path = tmp_path / "summary.json"
     outcome = {}
     args = [IMAGES, "--source", "kafka", "--bootstrap-servers", kafka_broker, "--topic", topic, "--replicas", "2",
-            "--staleness-bound", "0", "--batch-size", "4", "--rate", "10", "--checkpoint-interval", "2",
+            "--staleness-bound", "0", "--batch-size", "4", "--rate", "10", "--checkpoints-interval-s", "2",
             "--summary", str(summary_path), "--outdir", str(tmp_path / "out")]
     runner = threading.Thread(target=lambda: outcome.update(result=cluster.submit(flink_cluster, args, timeout=600)))
     runner.start()
@@ -178,10 +179,7 @@ def test_a_lost_taskmanager_resumes_from_the_checkpointed_offsets_and_trains_eve
         job_id = cluster.running_job(flink_cluster)
         _checkpoint_after_step(url, job_id, 20)
         killed = cluster.kill_taskmanager(flink_cluster, cluster.taskmanager_pids(flink_cluster)[0])
-        deadline = time.time() + 10
-        while time.time() < deadline and any(processes.alive(pid) for pid in killed):
-            time.sleep(0.2)
-        assert not any(processes.alive(pid) for pid in killed), killed
+        wait_until(lambda: not any(processes.alive(pid) for pid in killed), 10, what=f"{killed} to die")
         cluster.await_failover(flink_cluster, job_id)
     finally:
         runner.join(600)

@@ -174,9 +174,9 @@ def test_the_fused_step_can_be_turned_off_for_before_after_measurements(monkeypa
     from pyflink_tensair.models.keras_adapter import FUSED_STEP_VARIABLE
 
     batch = Batch(np.ones((4, 20), np.float32), np.array([0, 1, 2, 3]))
-    fused = Replica(0, 2, KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0)))
+    fused = Replica(0, KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0)), replicas=2)
     monkeypatch.setenv(FUSED_STEP_VARIABLE, "0")
-    unfused = Replica(0, 2, KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0)))
+    unfused = Replica(0, KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0)), replicas=2)
     assert unfused.model.train_step is None and callable(fused.model.train_step)
     for replica in (fused, unfused):
         replica.on_batch(batch)
@@ -222,7 +222,7 @@ def test_a_keras_replica_sets_aside_what_its_model_refuses_and_goes_on():
     from pyflink_tensair.core.replica import Replica
 
     model = KerasModelAdapter(load_model(functools.partial(zoo.word2vec, vocabulary=50, dim=4), seed=0))
-    replica = Replica(0, 1, model)
+    replica = Replica(0, model)
     bad = Batch({"target": np.array([1, 70], np.int32), "context": np.zeros((2, 5), np.int32)}, np.zeros((2, 5), np.float32), {"id": 4})
     events = replica.on_batch(bad)
     assert [(type(e), e.reason, e.position) for e in events] == [(DeadLetter, "rejected_by_model", 4)]

@@ -29,7 +29,7 @@ class Cluster:
         self.checkpoint = None
 
     def _fresh(self, r):
-        return Replica.from_config(r, LinearModel(3, seed=1), self.config)
+        return Replica(r, LinearModel(3, seed=1), self.config)
 
     def route(self, sender, events):
         for event in events:
@@ -123,7 +123,7 @@ def test_synchronous_replicas_after_a_restore_end_identical_to_an_undisturbed_ru
 
 def test_a_restore_resends_exactly_the_messages_a_peer_had_not_acknowledged():
     config = TrainConfig(replicas=2, staleness_bound=None)
-    r0, r1 = (Replica.from_config(r, LinearModel(3, seed=1), config) for r in range(2))
+    r0, r1 = (Replica(r, LinearModel(3, seed=1), config) for r in range(2))
     sent0 = [e.message for b in BATCHES[:3] for e in r0.on_batch(b) if isinstance(e, Broadcast)]
     assert [m.step for m in sent0] == [1, 2, 3]
     r1.on_gradient(sent0[0])
@@ -131,7 +131,7 @@ def test_a_restore_resends_exactly_the_messages_a_peer_had_not_acknowledged():
     ack = next(e.message for e in r1.on_batch(BATCHES[3]) if isinstance(e, Broadcast))
     assert ack.acks == (2, 0)  # r1 holds r0's messages through step 2
     r0.on_gradient(ack)
-    restored = Replica.from_config(0, LinearModel(3, seed=1), config)
+    restored = Replica(0, LinearModel(3, seed=1), config)
     restored.restore(wire.decode_tensors(wire.encode_tensors(r0.snapshot()))[1])
     events = restored.resend()
     assert events[0].phase == "restored" and events[0].local_step == 3

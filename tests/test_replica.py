@@ -17,7 +17,7 @@ def _model(w, b=0.0, **kwargs):
 
 
 def test_one_step_matches_hand_computation():
-    replica = Replica(0, 1, _model([0.5, -0.5], learning_rate=0.05, momentum=0.5))
+    replica = Replica(0, _model([0.5, -0.5], learning_rate=0.05, momentum=0.5))
     events = replica.on_batch(Batch(x=np.array([[1.0, 2.0]]), y=np.array([1.0]), meta={"id": 4}))
     prediction = next(e for e in events if isinstance(e, Prediction))
     # pred = 0.5 - 1.0 = -0.5; err = -1.5; grad w = 2 * x * err = [-3, -6]; grad b = -3
@@ -104,7 +104,7 @@ def test_full_buffer_trains_beyond_the_bound_and_loses_nothing():
 
 
 def test_bounded_replica_holds_batches_until_peers_catch_up():
-    replica = Replica(0, 2, LinearModel(2), staleness_bound=1)
+    replica = Replica(0, LinearModel(2), replicas=2, staleness_bound=1)
     batch = make_regression_batches(1, 2)[0]
     replica.on_batch(batch)
     replica.on_batch(batch)  # step 2 needs the peer's step 0: free
@@ -119,14 +119,14 @@ def test_bounded_replica_holds_batches_until_peers_catch_up():
 
 
 def test_blocked_replica_flushes_its_partial_sum_so_peers_cannot_wait_in_a_cycle():
-    replica = Replica(0, 2, LinearModel(2), staleness_bound=1, broadcast_every=4)
+    replica = Replica(0, LinearModel(2), replicas=2, staleness_bound=1, broadcast_every=4)
     batch = make_regression_batches(1, 2)[0]
     sent = [e for _ in range(3) for e in replica.on_batch(batch) if isinstance(e, Broadcast)]
     assert len(sent) == 1 and (sent[0].message.first_step, sent[0].message.step) == (1, 2)
 
 
 def test_duplicates_are_dropped_by_sender_and_step():
-    replica = Replica(1, 2, LinearModel(2))
+    replica = Replica(1, LinearModel(2), replicas=2)
     message = GradientMessage(0, 1, 1, {"w": np.ones(2), "b": np.ones(1)})
     replica.on_gradient(message)
     before = replica.model.get_weights()
@@ -136,7 +136,7 @@ def test_duplicates_are_dropped_by_sender_and_step():
 
 
 def test_out_of_order_messages_are_applied_once_and_tracked():
-    replica = Replica(1, 2, LinearModel(2))
+    replica = Replica(1, LinearModel(2), replicas=2)
     grads = {"w": np.ones(2), "b": np.ones(1)}
     replica.on_gradient(GradientMessage(0, 2, 2, grads))  # step 1 was lost or is late
     replica.on_gradient(GradientMessage(0, 1, 1, grads))
@@ -157,7 +157,7 @@ def test_replica_with_no_batches_still_finishes():
 
 
 def test_serving_mode_predicts_without_training():
-    replica = Replica(0, 2, LinearModel(2, seed=3), mode=Mode.SERVE)
+    replica = Replica(0, LinearModel(2, seed=3), replicas=2, mode=Mode.SERVE)
     before = replica.model.get_weights()
     events = replica.on_batch(make_regression_batches(1, 2)[0])
     assert [type(e) for e in events] == [Prediction, Metrics]
@@ -167,14 +167,14 @@ def test_serving_mode_predicts_without_training():
 
 
 def test_protocol_violations_raise():
-    replica = Replica(0, 2, LinearModel(2))
+    replica = Replica(0, LinearModel(2), replicas=2)
     with pytest.raises(ProtocolError, match="from sender 0"):
         replica.on_gradient(DoneMessage(0, 1))
     replica.on_input_end()
     with pytest.raises(RuntimeError, match="after its input ended"):
         replica.on_batch(make_regression_batches(1, 2)[0])
     with pytest.raises(ValueError, match="broadcast_every must be 1"):
-        Replica(0, 2, LinearModel(2), staleness_bound=0, broadcast_every=2)
+        Replica(0, LinearModel(2), replicas=2, staleness_bound=0, broadcast_every=2)
 
 
 def _drive(replicas, script, queue):
@@ -206,7 +206,7 @@ def test_snapshot_and_restore_resume_exactly(bound):
     first = [("batch", i % 2, b) for i, b in enumerate(batches[:7])] + [("deliver", None, None)]
     second = [("batch", i % 2, b) for i, b in enumerate(batches[7:])] + [("end", 0, None), ("end", 1, None)]
     second += [("deliver", None, None)]
-    make = lambda: [Replica(r, 2, LinearModel(3), staleness_bound=bound, broadcast_every=1 if bound == 0 else 2,
+    make = lambda: [Replica(r, LinearModel(3), replicas=2, staleness_bound=bound, broadcast_every=1 if bound == 0 else 2,
                             buffer_capacity=50) for r in range(2)]
     straight = make()
     in_flight = []
@@ -226,8 +226,63 @@ def test_snapshot_and_restore_resume_exactly(bound):
         assert finals_a[r].model_version == finals_b[r].model_version
 
 
+# The counters of release 0.2.0's snapshots: one int64 array "counters", by position, in this order
+_POSITIONAL_COUNTERS = ("local_step", "model_version", "messages_sent", "bytes_sent", "dense_bytes_sent",
+                        "messages_applied", "duplicates_dropped", "bound_overflows", "_sync_done",
+                        "_outgoing_first", "input_ended", "done_sent", "finished", "messages_resent",
+                        "batches_served", "_mode_sequence", "_drift_epoch", "dead_letters", "messages_rejected",
+                        "gradients_clipped", "steps_skipped", "_unattributed", "messages_while_serving",
+                        "_drift_at", "_pending_drift", "_pending_origin", "_position")
+
+
+def _positional(snapshot):
+    """A snapshot in the previous release's layout: the ``counters/<name>`` entries as one
+    positional array (a counter the replica's update rule does not keep at its initial value)."""
+    named = {k[len("counters/"):]: int(v) for k, v in snapshot.items() if k.startswith("counters/")}
+    defaults = {"sync_done": 0, "outgoing_first": 1, "unattributed": 0}
+    old = {k: v for k, v in snapshot.items() if not k.startswith("counters/")}
+    old["counters"] = np.array([named.get(n.lstrip("_"), defaults.get(n.lstrip("_"))) for n in _POSITIONAL_COUNTERS], np.int64)
+    return old
+
+
+@pytest.mark.parametrize("bound", [0, 2, None])
+def test_a_snapshot_with_positional_counters_of_the_previous_release_restores(bound):
+    batches = make_regression_batches(14, 3, seed=7)
+    first = [("batch", i % 2, b) for i, b in enumerate(batches[:7])] + [("deliver", None, None), ("batch", 0, batches[0])]
+    second = [("batch", i % 2, b) for i, b in enumerate(batches[7:])] + [("end", 0, None), ("end", 1, None)]
+    second += [("deliver", None, None)]
+    make = lambda: [Replica(r, LinearModel(3), replicas=2, staleness_bound=bound, broadcast_every=1 if bound == 0 else 2,
+                            buffer_capacity=50) for r in range(2)]
+    straight, in_flight = make(), []
+    _drive(straight, first, in_flight)
+    snapshots = [r.snapshot() for r in straight]
+    assert all("counters" not in s and "counters/local_step" in s for s in snapshots), "counters by name"
+    old = [_positional(s) for s in snapshots]
+    steps = [r.local_step for r in straight]
+    assert all(o["counters"][0] == step > 0 for o, step in zip(old, steps))
+    restored = make()
+    for replica, snapshot in zip(restored, old):
+        replica.restore(snapshot)
+    for replica, snapshot in zip(restored, snapshots):  # the same state as a snapshot of this release gives
+        again = replica.snapshot()
+        assert sorted(again) == sorted(snapshot)
+        assert all(np.array_equal(again[k], snapshot[k]) for k in snapshot), [k for k in snapshot if not np.array_equal(again[k], snapshot[k])]
+    _, out_a = _drive(straight, second, list(in_flight))
+    _, out_b = _drive(restored, second, list(in_flight))
+    finals_a = {e.replica: e for e in out_a if isinstance(e, FinalModel)}
+    finals_b = {e.replica: e for e in out_b if isinstance(e, FinalModel)}
+    assert sorted(finals_a) == sorted(finals_b) == [0, 1]
+    for r in finals_a:
+        np.testing.assert_array_equal(finals_a[r].weights["w"], finals_b[r].weights["w"])
+        assert finals_a[r].model_version == finals_b[r].model_version
+    # older releases wrote fewer counters: the first ones restore, the others keep their values
+    shorter = make()[0]
+    shorter.restore({**old[0], "counters": old[0]["counters"][:8]})
+    assert (shorter.local_step, shorter.model_version, shorter.done_sent) == (steps[0], int(snapshots[0]["counters/model_version"]), False)
+
+
 def test_a_lone_replica_sends_no_gradients_but_still_ends_its_channel():
-    replica = Replica(0, 1, LinearModel(2))
+    replica = Replica(0, LinearModel(2))
     events = replica.on_batch(make_regression_batches(1, 2)[0])
     assert not any(isinstance(e, Broadcast) for e in events)
     events = replica.on_input_end()
@@ -291,7 +346,7 @@ def _peer_message(sender, step, gradients):
     (PeerUpdates(rule="sgd", sgd_learning_rate=0.1), 0, [-0.1, -0.2]),
 ])
 def test_peer_gradients_are_weighed_as_peer_updates_say(updates, local_steps, expected_w):
-    replica = Replica(0, 2, _model([0.0, 0.0], learning_rate=0.5, momentum=0.0), staleness_bound=None,
+    replica = Replica(0, _model([0.0, 0.0], learning_rate=0.5, momentum=0.0), replicas=2, staleness_bound=None,
                       peer_updates=updates)
     replica.local_step = local_steps  # as if it had trained: only the step count matters to the factor
     replica.on_gradient(_peer_message(1, 2, {"w": np.array([1.0, 2.0]), "b": np.array([0.0])}))
@@ -300,7 +355,7 @@ def test_peer_gradients_are_weighed_as_peer_updates_say(updates, local_steps, ex
 
 
 def test_the_sgd_rule_leaves_the_optimizer_slots_to_own_gradients():
-    replica = Replica(0, 2, _model([0.0, 0.0], learning_rate=0.5, momentum=0.9), staleness_bound=None,
+    replica = Replica(0, _model([0.0, 0.0], learning_rate=0.5, momentum=0.9), replicas=2, staleness_bound=None,
                       peer_updates=PeerUpdates(rule="sgd", sgd_learning_rate=0.1))
     replica.on_gradient(_peer_message(1, 1, {"w": np.array([1.0, 2.0]), "b": np.array([3.0])}))
     assert not any(v.any() for v in replica.model.velocity.values())
@@ -312,14 +367,14 @@ def test_peer_updates_refuse_what_cannot_apply_them():
             return {"w": np.zeros(1)}
 
     with pytest.raises(ConfigError, match="needs a model with apply_sgd"):
-        Replica(0, 2, NoPlainStep(), peer_updates=PeerUpdates(rule="sgd", sgd_learning_rate=0.1))
-    with pytest.raises(ConfigError, match="peer_updates need staleness_bound None or > 0"):
-        Replica(0, 2, LinearModel(2), staleness_bound=0, peer_updates=PeerUpdates(scale=0.5))
+        Replica(0, NoPlainStep(), replicas=2, peer_updates=PeerUpdates(rule="sgd", sgd_learning_rate=0.1))
+    with pytest.raises(ConfigError, match="peer_updates weigh DASGD's peer gradients; synchronous replicas"):
+        Replica(0, LinearModel(2), replicas=2, staleness_bound=0, peer_updates=PeerUpdates(scale=0.5))
 
 
 def test_periodic_averaging_sends_weights_after_the_gradients_and_peers_mix_them_in():
     updates = PeerUpdates(average_every=2)
-    r0, r1 = (Replica(i, 2, LinearModel(3, seed=0), staleness_bound=None, peer_updates=updates) for i in range(2))
+    r0, r1 = (Replica(i, LinearModel(3, seed=0), replicas=2, staleness_bound=None, peer_updates=updates) for i in range(2))
     batches = make_regression_batches(4, 3, seed=2)
     sent = [e.message for b in batches[:2] for e in r0.on_batch(b) if isinstance(e, Broadcast)]
     assert [type(m).__name__ for m in sent] == ["GradientMessage", "GradientMessage", "WeightsMessage"]
@@ -334,7 +389,7 @@ def test_periodic_averaging_sends_weights_after_the_gradients_and_peers_mix_them
     mixed = r1.model.get_weights()
     r1.on_gradient(sent[2])  # a repeat (after a restore) changes nothing
     assert r1.duplicates_dropped == 1 and all(np.array_equal(mixed[k], v) for k, v in r1.model.get_weights().items())
-    restored = Replica(1, 2, LinearModel(3, seed=0), staleness_bound=None, peer_updates=updates)
+    restored = Replica(1, LinearModel(3, seed=0), replicas=2, staleness_bound=None, peer_updates=updates)
     restored.restore(r1.snapshot())
     restored.on_gradient(sent[2])  # the newest step mixed in is part of the state (and so is the counter)
     assert restored.duplicates_dropped == 2
@@ -363,10 +418,10 @@ def test_periodic_averaging_leaves_embedding_tables_out():
             return StepResult(result.predictions, result.loss, None, {"w": rows, "b": result.gradients["b"]})
 
     updates = PeerUpdates(average_every=1)
-    replica = Replica(0, 2, HalfSparse(3), staleness_bound=None, peer_updates=updates)
+    replica = Replica(0, HalfSparse(3), replicas=2, staleness_bound=None, peer_updates=updates)
     sent = [e.message for e in replica.on_batch(make_regression_batches(1, 3)[0]) if isinstance(e, Broadcast)]
     assert list(sent[-1].weights) == ["b"]
-    only_sparse = Replica(0, 2, HalfSparse(3), staleness_bound=None, peer_updates=updates)
+    only_sparse = Replica(0, HalfSparse(3), replicas=2, staleness_bound=None, peer_updates=updates)
     only_sparse.model.compute_gradients = lambda batch: StepResult(
         np.zeros(len(batch.x)), 1.0, None, {"w": SparseGradient(np.array([0]), np.ones(1), (3,))})
     only_sparse.model.apply_gradients = lambda gradients: None

@@ -62,8 +62,8 @@ def test_negative_rate_is_refused():
 def test_batch_source_refuses_an_unknown_execution_mode_before_the_job_is_built():
     from pyflink_tensair.flink.sources import batch_source
 
-    with pytest.raises(ConfigError, match="execution must be 'process' or 'thread'. Received: execution='jvm'"):
-        batch_source(object(), 3, _batch, execution="jvm")
+    with pytest.raises(ConfigError, match="config must be a TrainConfig. Received: config='jvm'"):
+        batch_source(object(), 3, _batch, config="jvm")
 
 
 def test_digits_stream_visits_every_training_image_once_per_pass_in_a_new_order():

@@ -11,6 +11,7 @@ from pyflink_tensair import ConfigError
 from pyflink_tensair.core import Broadcast, FinalModel, Metrics, Prediction, Replica
 from pyflink_tensair.core import trainer as trainer_module
 from pyflink_tensair.core.trainer import InlineTrainer, TrainerFailed, TrainerThread
+from pyflink_tensair.waiting import wait_until
 from pyflink_tensair.testing import LinearModel, make_regression_batches
 
 
@@ -61,10 +62,7 @@ class FailingModel(LinearModel):
 
 
 def _wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
+    wait_until(predicate, timeout, interval_s=0.005)
 
 
 @pytest.fixture
@@ -91,8 +89,8 @@ def _run(trainer, batches):
 
 def test_thread_and_inline_emit_the_same_events_and_end_with_the_same_model(trainer_factory):
     batches = make_regression_batches(8, 3, seed=1)
-    inline = _run(InlineTrainer(Replica(0, 1, LinearModel(3, seed=0))), batches)
-    threaded = _run(trainer_factory(Replica(0, 1, LinearModel(3, seed=0))), batches)
+    inline = _run(InlineTrainer(Replica(0, LinearModel(3, seed=0))), batches)
+    threaded = _run(trainer_factory(Replica(0, LinearModel(3, seed=0))), batches)
     assert [type(e) for e in threaded] == [type(e) for e in inline]
     assert [e.batch_id for e in threaded if isinstance(e, Prediction)] == list(range(8))
     for a, b in zip(inline, threaded):
@@ -106,8 +104,8 @@ def test_thread_and_inline_emit_the_same_events_and_end_with_the_same_model(trai
 
 def test_peer_messages_jump_ahead_of_queued_batches_and_batches_keep_their_order(trainer_factory):
     model = GatedModel(3, seed=0)
-    replica = Replica(0, 2, model)
-    peer = Replica(1, 2, LinearModel(3, seed=0))
+    replica = Replica(0, model, replicas=2, staleness_bound=None)
+    peer = Replica(1, LinearModel(3, seed=0), replicas=2, staleness_bound=None)
     message = next(e.message for e in peer.on_batch(make_regression_batches(1, 3, seed=9)[0]) if isinstance(e, Broadcast))
     trainer = trainer_factory(replica, max_waiting_batches=2)
     first, second, third = make_regression_batches(3, 3, seed=2)
@@ -126,7 +124,7 @@ def test_peer_messages_jump_ahead_of_queued_batches_and_batches_keep_their_order
 
 def test_put_batch_blocks_while_enough_batches_wait_and_messages_never_block(trainer_factory, monkeypatch):
     model = TimedModel(3, seed=0, clock=ModelClock(monkeypatch), step_s=0.5)
-    replica = Replica(0, 2, model)
+    replica = Replica(0, model, replicas=2, staleness_bound=None)
     trainer = trainer_factory(replica, max_waiting_batches=1)
     warm_up, *batches = make_regression_batches(4, 3, seed=3)
     trainer.put_batch(warm_up)  # one item of 0.5 s (by the trainer's clock): the duration it expects of each
@@ -140,7 +138,7 @@ def test_put_batch_blocks_while_enough_batches_wait_and_messages_never_block(tra
     returned = threading.Event()
     threading.Thread(target=lambda: (trainer.put_batch(batches[2]), returned.set()), daemon=True).start()
     assert not returned.wait(0.3), "put_batch must wait while a batch is already waiting"
-    peer = Replica(1, 2, LinearModel(3, seed=0))
+    peer = Replica(1, LinearModel(3, seed=0), replicas=2, staleness_bound=None)
     message = next(e.message for e in peer.on_batch(batches[0]) if isinstance(e, Broadcast))
     trainer.put_message(message)  # returns at once: the loop must always be drained
     # batch 0 running, batch 1 and the message queued (batch 2 is not in yet): 3 items of 0.5 s
@@ -153,7 +151,7 @@ def test_put_batch_blocks_while_enough_batches_wait_and_messages_never_block(tra
 
 
 def test_an_error_in_the_model_reaches_the_host_with_its_cause(trainer_factory):
-    trainer = trainer_factory(Replica(0, 1, FailingModel(3)))
+    trainer = trainer_factory(Replica(0, FailingModel(3)))
     trainer.put_batch(make_regression_batches(1, 3)[0])
     _wait_for(lambda: not trainer.busy)
     with pytest.raises(TrainerFailed, match="the model exploded") as err:
@@ -165,7 +163,7 @@ def test_an_error_in_the_model_reaches_the_host_with_its_cause(trainer_factory):
 
 def test_a_waiting_host_is_released_when_the_trainer_fails(trainer_factory):
     model = GatedModel(3)
-    trainer = trainer_factory(Replica(0, 1, model), max_waiting_batches=1)
+    trainer = trainer_factory(Replica(0, model), max_waiting_batches=1)
     batches = make_regression_batches(3, 3)
     model.gate.clear()
     trainer.put_batch(batches[0])
@@ -193,7 +191,7 @@ def _capture(errors, function, *args):
 
 def test_two_bounded_replicas_on_trainer_threads_keep_the_bound_and_train_every_batch(trainer_factory):
     bound = 1
-    replicas = [Replica(r, 2, LinearModel(3, seed=0), staleness_bound=bound) for r in range(2)]
+    replicas = [Replica(r, LinearModel(3, seed=0), replicas=2, staleness_bound=bound) for r in range(2)]
     trainers = [trainer_factory(r, max_waiting_batches=1) for r in replicas]
     batches = make_regression_batches(20, 3, seed=4)
     events = {0: [], 1: []}
@@ -221,4 +219,4 @@ def test_two_bounded_replicas_on_trainer_threads_keep_the_bound_and_train_every_
 
 def test_bad_max_waiting_batches_is_refused():
     with pytest.raises(ConfigError, match="max_waiting_batches must be an int >= 1"):
-        TrainerThread(Replica(0, 1, LinearModel(3)), max_waiting_batches=0)
+        TrainerThread(Replica(0, LinearModel(3)), max_waiting_batches=0)

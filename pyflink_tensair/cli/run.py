@@ -143,11 +143,11 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
             summary.update(evaluate_models([averaged_final_model(models)], model, holdout, suffix="_averaged"))
     if finish is not None:
         summary.update(finish(summary, metrics, models, progress.probes.records))
-    if config.export_dir:
+    if config.exports is not None:
         from ..models.export import exported_models, latest_export
 
-        exports = exported_models(config.export_dir)
-        summary.update(exports=len(exports), latest_export=latest_export(config.export_dir))
+        exports = exported_models(config.exports.dir)
+        summary.update(exports=len(exports), latest_export=latest_export(config.exports.dir))
     if args.save:
         save_final_model(models, model, args.save)
         summary["saved_model"] = os.path.abspath(args.save)

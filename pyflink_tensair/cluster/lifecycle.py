@@ -14,6 +14,7 @@ from typing import List, Optional
 
 from .. import processes
 from ..errors import ClusterError
+from ..waiting import WaitTimeout, wait_until
 from .configuration import flink_environment, flink_home, rest_url, write_config
 from .rest import rest_get
 
@@ -54,16 +55,19 @@ def start(folder: str, *, taskmanagers: int = 2, slots: int = 2, rest_port: int 
         subprocess.run(["bash", os.path.join(home, "bin", "taskmanager.sh"), "start"], env=env, check=True,
                        stdout=subprocess.DEVNULL)
     url = rest_url(folder)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+
+    def registered() -> bool:
         try:
-            if rest_get(url + "/overview").get("taskmanagers") == taskmanagers:
-                return url
+            return rest_get(url + "/overview").get("taskmanagers") == taskmanagers
         except OSError:
-            pass
-        time.sleep(0.5)
-    stop(folder)
-    raise RuntimeError(f"the cluster did not come up within {timeout:.0f} s; logs in {folder}/log")
+            return False
+
+    try:
+        wait_until(registered, timeout, interval_s=0.5, what=f"{taskmanagers} TaskManagers to register")
+    except WaitTimeout:
+        stop(folder)
+        raise RuntimeError(f"the cluster did not come up within {timeout:.0f} s; logs in {folder}/log") from None
+    return url
 
 
 def stop(folder: str, timeout: float = 30.0) -> List[int]:
@@ -110,14 +114,18 @@ def add_taskmanager(folder: str, timeout: float = 90.0) -> int:
     url = rest_url(folder)
     subprocess.run(["bash", os.path.join(flink_home(), "bin", "taskmanager.sh"), "start"], env=flink_environment(folder),
                    check=True, stdout=subprocess.DEVNULL)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+
+    def new_registered() -> Optional[int]:
         alive = taskmanager_pids(folder)
         new = set(alive) - before
         if new and rest_get(url + "/overview").get("taskmanagers", 0) >= len(alive):
             return new.pop()
-        time.sleep(0.5)
-    raise RuntimeError(f"the new TaskManager did not register within {timeout:.0f} s; logs in {folder}/log")
+        return None
+
+    try:
+        return wait_until(new_registered, timeout, interval_s=0.5, what="the new TaskManager to register")
+    except WaitTimeout:
+        raise RuntimeError(f"the new TaskManager did not register within {timeout:.0f} s; logs in {folder}/log") from None
 
 
 def ensure_taskmanagers(folder: str, count: int, timeout: float = 90.0) -> List[int]:

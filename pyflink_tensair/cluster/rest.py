@@ -9,6 +9,7 @@ import urllib.error
 import urllib.request
 from typing import Optional
 
+from ..waiting import WaitTimeout, wait_until
 from .configuration import rest_url
 
 
@@ -46,13 +47,15 @@ def the_running_job(folder: str) -> str:
 def running_job(folder: str, timeout: float = 180.0) -> str:
     """The id of a job running on the cluster, once one is (e.g. one submitted by another thread)."""
     url = rest_url(folder)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+
+    def a_running_job() -> Optional[str]:
         running = [j for j in rest_get(f"{url}/jobs/overview")["jobs"] if j["state"] == "RUNNING"]
-        if running:
-            return running[0]["jid"]
-        time.sleep(0.5)
-    raise RuntimeError(f"no job running on the cluster in {folder} after {timeout:.0f} s")
+        return running[0]["jid"] if running else None
+
+    try:
+        return wait_until(a_running_job, timeout, interval_s=0.5, what="a running job")
+    except WaitTimeout:
+        raise RuntimeError(f"no job running on the cluster in {folder} after {timeout:.0f} s") from None
 
 
 # A savepoint that reaches a task while it finishes (e.g. the one-shot start-markers source) is

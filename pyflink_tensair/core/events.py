@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
 
+from ..validation import is_int
 from .messages import PeerMessage, Scalar
 
 
@@ -145,9 +146,10 @@ def decode_final_model(data) -> FinalModel:
     from . import wire
 
     meta, tensors = wire.decode_tensors(data)
-    replica, version, digest = meta.get("replica"), meta.get("model_version"), meta.get("initial_digest", "")
-    if not isinstance(replica, int) or not isinstance(version, int) or not isinstance(digest, str) \
-            or isinstance(replica, bool) or isinstance(version, bool) or replica < 0 or version < 0:
+    replica: Any = meta.get("replica")
+    version: Any = meta.get("model_version")
+    digest: Any = meta.get("initial_digest", "")
+    if not is_int(replica) or not is_int(version) or not isinstance(digest, str) or replica < 0 or version < 0:
         raise wire.WireFormatError("a final-model record needs ints 'replica' and 'model_version' >= 0 and a str "
                                    f"'initial_digest'. Received: {meta!r:.200}")
     return FinalModel(replica, version, dict(tensors), digest)

@@ -46,7 +46,8 @@ finds first is the same drift (no new epoch). Without a position (batches withou
 notice is followed at once. Batch ids that grow along the stream are the sources' (every source
 of this package numbers its batches so); ids that do not leave a replica to its own detector.
 
-Two update rules, chosen by the staleness bound ``s``:
+Two update rules, chosen by the staleness bound ``s`` (:mod:`~pyflink_tensair.core.update_rules`:
+:class:`~pyflink_tensair.core.update_rules.SynchronousSGD`, :class:`~pyflink_tensair.core.update_rules.DASGD`):
 
 * ``s = 0`` (synchronous SGD): a replica computes its step-``k`` gradient without applying it and
   broadcasts it; when the step-``k`` gradients of every replica still training are in, it applies
@@ -61,7 +62,7 @@ Two update rules, chosen by the staleness bound ``s``:
   (:class:`~pyflink_tensair.config.PeerUpdates`) may weigh a peer's gradient down, and with
   ``average_every=K`` every K local steps the replica also sends its dense-gradient weights
   (a ``WeightsMessage``, after its gradients) and a receiver moves ``1 / replicas`` of the way
-  towards them. The constructor's default is TensAIR's rule; ``from_config`` takes the config's.
+  towards them (by default every 8 steps: :class:`~pyflink_tensair.TrainConfig` holds every default).
 
 Across a restore (Flink restarts the job from a checkpoint, and the messages that were inside the
 feedback loop are in no checkpoint) the protocol re-sends instead of logging: every message
@@ -74,7 +75,7 @@ snapshot, so no restored peer can have applied it: nothing is applied twice, not
 Example (two replicas of a NumPy model, messages routed by hand)::
 
     >>> from pyflink_tensair.testing import LinearModel
-    >>> r0, r1 = (Replica(i, 2, LinearModel(3, seed=0), staleness_bound=0) for i in range(2))
+    >>> r0, r1 = (Replica(i, LinearModel(3, seed=0), replicas=2, staleness_bound=0) for i in range(2))
     >>> out = r0.on_batch(Batch(np.ones((4, 3), np.float32), np.ones(4, np.float32)))
     >>> [type(e).__name__ for e in out]
     ['Prediction', 'Broadcast', 'Metrics']
@@ -86,23 +87,25 @@ import collections
 import dataclasses
 import functools
 import json
-import math
 import time
-from typing import Callable, Deque, Dict, List, Optional
+from typing import Callable, Deque, Dict, List, Optional, cast
 
 import numpy as np
 
-from ..config import AutoSettings, Guards, Mode, PeerUpdates, TrainConfig
+from ..config import Mode, TrainConfig, as_train_config
 from ..drift.policy import AutoPolicy
 from ..errors import BadInputError, BatchRejectedError, ConfigError, ProtocolError
 from . import wire
 from .events import Broadcast, FinalModel, Metrics, ModeChange, Prediction, weights_digest
-from .gradients import average_gradients, dense_nbytes, round_sparse_values, scale_gradients, sum_gradients
+from .gradients import dense_nbytes, round_sparse_values, scale_gradients
 from .guards import BatchSpec, check_batch, check_norm, check_tensors, gradient_norm, variable_shapes
 from .messages import (Batch, DeadLetter, DoneMessage, GradientMessage, Gradients, ModeMessage, PeerMessage,
                        RefusedMessage, SparseGradient, WeightsMessage, preview)
 from .model_api import StepResult, TrainableModel
-from .peer_updates import check_model as check_peer_model, peer_update
+from ..validation import is_int
+from .peer_updates import check_model as check_peer_model
+from .peers import PeerState, ahead_arrays, peer_arrays, restore_peers
+from .update_rules import UpdateRule, rule_for
 
 Event = object
 _RATE_WINDOW = 32
@@ -111,40 +114,30 @@ _RATE_WINDOW = 32
 class Replica:
     """See the module docstring. ``clock`` returns seconds (``time.time`` by default)."""
 
-    @classmethod
-    def from_config(cls, replica_id: int, model: TrainableModel, config: TrainConfig, **kwargs) -> "Replica":
-        """Replica ``replica_id`` of ``config.replicas``, with the config's protocol settings."""
-        return cls(replica_id, config.replicas, model, staleness_bound=config.staleness_bound,
-                   broadcast_every=config.broadcast_every, buffer_capacity=config.buffer_capacity,
-                   mode=config.mode, auto=config.auto, sparse_values=config.sparse_values,
-                   peer_updates=config.peer_updates, guards=config.guards, **kwargs)
-
-    def __init__(self, replica_id: int, replicas: int, model: TrainableModel, *,
-                 staleness_bound: Optional[int] = None, broadcast_every: int = 1,
-                 buffer_capacity: int = 64, mode: Mode = Mode.TRAIN, auto: Optional[AutoSettings] = None,
-                 sparse_values: str = "float32", peer_updates: Optional[PeerUpdates] = None,
-                 guards: Guards = Guards(), clock: Callable[[], float] = time.time):
-        if not 0 <= replica_id < replicas:
-            raise ConfigError(f"replica_id must be in [0, {replicas}). Received: replica_id={replica_id}")
-        if staleness_bound == 0 and broadcast_every != 1:
-            raise ConfigError("broadcast_every must be 1 when staleness_bound=0. "
-                              f"Received: broadcast_every={broadcast_every}")
+    def __init__(self, replica_id: int, model: TrainableModel, config: Optional[TrainConfig] = None, *,
+                 clock: Callable[[], float] = time.time, **fields):
+        """Replica ``replica_id`` of ``config.replicas``, trained as ``config`` says; ``fields`` set
+        :class:`~pyflink_tensair.TrainConfig` fields of their own (``Replica(0, model,
+        replicas=2, staleness_bound=0)``): the config's rules and defaults, not a second set."""
+        config = as_train_config(TrainConfig() if config is None else config)
+        if fields:
+            config = dataclasses.replace(config, **fields)
+        replicas, staleness_bound = config.replicas, config.staleness_bound
+        if not is_int(replica_id) or not 0 <= replica_id < replicas:
+            raise ConfigError(f"replica_id must be in [0, {replicas}). Received: replica_id={replica_id!r}")
+        self.config = config
         self.id = replica_id
         self.replicas = replicas
         self.model = model
         self.staleness_bound = staleness_bound
-        self.broadcast_every = broadcast_every
-        self.buffer_capacity = buffer_capacity
-        self.mode = Mode(mode)
-        if self.mode is Mode.AUTO and staleness_bound == 0:
-            raise ConfigError("mode 'auto' needs staleness_bound None or > 0. Received: staleness_bound=0")
-        self.policy = (auto or AutoSettings()).policy() if self.mode is Mode.AUTO else None
-        self.sparse_values = sparse_values  # how its messages' sparse rows travel (TrainConfig)
-        self.peer_updates = peer_updates or PeerUpdates.tensair()  # TrainConfig's default: from_config
-        if staleness_bound == 0 and self.peer_updates.weighs_gradients:
-            raise ConfigError("peer_updates need staleness_bound None or > 0. Received: staleness_bound=0")
+        self.broadcast_every = config.broadcast_every
+        self.buffer_capacity = buffer_capacity = config.buffer_capacity
+        self.mode = config.mode
+        self.policy = config.auto.policy() if self.mode is Mode.AUTO else None
+        self.sparse_values = sparse_values = config.sparse_values  # how its messages' sparse rows travel
+        self.peer_updates = config.peer_updates
         check_peer_model(self.peer_updates, model)
-        self.guards = guards
+        self.guards = config.guards
         spec = getattr(model, "batch_spec", None)
         self._batch_spec: Optional[BatchSpec] = spec() if callable(spec) else None
         self._shapes = variable_shapes(model.get_weights())  # what a peer message must fit
@@ -153,7 +146,7 @@ class Replica:
         self._fused_step = callable(getattr(model, "train_step", None)) and (
             sparse_values == "float32" or getattr(model, "sparse_values", None) == sparse_values)
         self._clock = clock
-        self._peers = [p for p in range(replicas) if p != replica_id]
+        self._peers: Dict[int, PeerState] = {p: PeerState() for p in range(replicas) if p != replica_id}  # by id (part of the snapshot)
         # counters (part of the snapshot)
         self.local_step = 0
         self.model_version = 0
@@ -169,30 +162,18 @@ class Replica:
         self.gradients_clipped = 0  # peer gradients scaled down to Guards.max_gradient_norm
         self.steps_skipped = 0  # own steps whose gradient was not finite
         self.messages_while_serving = 0  # peer gradients and weights received while serving (AUTO): not applied
-        self._unattributed = 0  # peer messages nobody could read, not yet matched to a gap
         self._mode_sequence = 0  # this replica's mode changes (AUTO)
         self._drift_epoch = 0  # drifts this replica knows of, its own and its peers' (AUTO)
         self._drift_at = -1  # the stream position (batch id) of the newest of them, -1: unknown
         self._pending_drift = -1  # a peer's drift this replica's input has not reached: its position
         self._pending_origin = -1  # the replica that found it
         self._position = -1  # the highest batch id this replica has trained or predicted
-        # protocol state
-        self._applied: Dict[int, int] = {p: 0 for p in self._peers}  # contiguous high-water step
-        self._applied_ahead: Dict[int, Dict[int, int]] = {p: {} for p in self._peers}  # first -> last
-        self._peer_final: Dict[int, Optional[int]] = {p: None for p in self._peers}
-        self._outgoing: List[Gradients] = []
-        self._outgoing_first = 1
-        self._sync_done = 0  # last step whose averaged update is applied (s = 0)
-        self._sync_pending: Dict[int, Dict[int, Gradients]] = {}
+        # protocol state (and self._peers)
+        self.rule: UpdateRule = rule_for(self)  # synchronous SGD or DASGD, with the state only it needs
         self._held: Deque[Batch] = collections.deque()
         self._unacked: Dict[int, GradientMessage] = {}  # step -> a message some peer has not acknowledged
-        self._acked_by: Dict[int, int] = {p: 0 for p in self._peers}  # how far each peer holds ours
         self.messages_resent = 0
         self._last_mode: Optional[ModeMessage] = None  # the newest mode change sent: re-sent after a restore
-        self._peer_mode: Dict[int, int] = {p: 0 for p in self._peers}  # newest mode sequence seen
-        self._peer_weights: Dict[int, int] = {p: 0 for p in self._peers}  # newest weights step mixed in
-        self._peer_paused: Dict[int, bool] = {p: False for p in self._peers}  # serving in AUTO
-        self._peer_offset: Dict[int, int] = {p: 0 for p in self._peers}  # steps this replica took while p served
         self.input_ended = False
         self.done_sent = False
         self.finished = False
@@ -210,6 +191,7 @@ class Replica:
 
     @property
     def synchronous(self) -> bool:
+        """Whether the replica runs synchronous SGD (``staleness_bound == 0``; ``rule`` is the rule)."""
         return self.staleness_bound == 0
 
     @property
@@ -241,13 +223,13 @@ class Replica:
         out: List[Event] = []
         if not self.training:
             self._held.append(batch)  # after any batch held while training: _drain serves them in order
-        elif self._held or self._blocked():
+        elif self._held or self.rule.blocked():
             self._held.append(batch)
             if len(self._held) > self.buffer_capacity:
                 self.bound_overflows += 1
                 self._train(self._held.popleft(), out)
-            if self._blocked():
-                self._flush_outgoing(out)
+            if self.rule.blocked():
+                self.rule.flush(out)
         else:
             self._train(batch, out)
         self._drain(out)
@@ -269,11 +251,8 @@ class Replica:
         """A peer's message arrives (in the order its channel delivered it)."""
         if message.sender == self.id or not 0 <= message.sender < self.replicas:
             if isinstance(message, RefusedMessage):  # its header is not to be trusted either
-                if self.synchronous:
-                    raise ProtocolError(f"replica {self.id} received a peer message it cannot read or attribute "
-                                        f"({message.detail}): synchronous replicas cannot tell whose step is missing")
+                self.rule.on_unattributable(message)  # synchronous replicas fail: whose step is missing?
                 self.messages_rejected += 1
-                self._unattributed += 1
                 return self.set_aside(_message_letter("not_a_record", message.detail, message), policy=False)
             raise ProtocolError(f"replica {self.id} received a message from sender {message.sender}")
         out: List[Event] = []
@@ -288,7 +267,7 @@ class Replica:
                 out += self.set_aside(_message_letter(refusal.reason, refusal.detail, message), policy=False)
                 self._note_acks(message)
                 if isinstance(message, GradientMessage):
-                    self._skip_peer_step(message.sender, message.first_step, message.step)
+                    self.rule.skip_peer_step(message.sender, message.first_step, message.step)
                 self._drain(out)
                 return out
         self._note_acks(message)
@@ -298,29 +277,18 @@ class Replica:
             self._on_weights(message)
         elif isinstance(message, DoneMessage):
             self._on_done(message.sender, message.final_step)
-        elif self._is_duplicate(message):
+        elif self.rule.is_duplicate(message):
             self.duplicates_dropped += 1
             return out
-        elif self.synchronous:
-            self._sync_pending.setdefault(message.step, {})[message.sender] = message.gradients
-            self._complete_sync_steps()
-        else:
-            self._attribute_gap(message)
-            if self.serving:  # a serving model stays fixed (module docstring): received, not applied
-                self.messages_while_serving += 1
-            else:
-                apply = peer_update(self.peer_updates, local_step=self.local_step, sender_step=message.step)
-                self._model_call(functools.partial(apply, self.model), message.gradients)
-                self.model_version += 1
-                self.messages_applied += 1
-            self._mark_applied(message.sender, message.first_step, message.step)
+        else:  # a gradient message (RefusedMessage returned above): applied as the rule says
+            self.rule.on_peer_gradient(cast(GradientMessage, message))
         self._drain(out)
         return out
 
     def _is_repeat(self, message) -> bool:
         if isinstance(message, WeightsMessage):
-            return message.step <= self._peer_weights[message.sender]
-        return self._is_duplicate(message)
+            return message.step <= self._peers[message.sender].weights_step
+        return self.rule.is_duplicate(message)
 
     def _admit(self, message):
         """``(refusal, message)``: whether a peer's gradient or weights fit this model and are
@@ -338,46 +306,24 @@ class Replica:
                                                                       self.guards.max_gradient_norm / norm))
         return refusal, message
 
-    def _skip_peer_step(self, sender: int, first: int, last: int) -> None:
-        """A refused gradient message counts as received: the protocol goes on without it
-        (synchronous replicas average a zero in its place, all of them alike)."""
-        if self.synchronous:
-            self._sync_pending.setdefault(last, {})[sender] = self._zeros()
-            self._complete_sync_steps()
-        else:
-            self._mark_applied(sender, first, last)
-
     def _on_refused(self, message: RefusedMessage, out: List[Event]) -> None:
         self.messages_rejected += 1
         out += self.set_aside(_message_letter("not_a_record", message.detail, message), policy=False)
         if message.kind == wire.KIND_DONE:
             self._on_done(message.sender, message.step)
-        elif message.kind == wire.KIND_GRADIENT and not self._is_duplicate(message):
-            self._skip_peer_step(message.sender, message.first_step, message.step)
+        elif message.kind == wire.KIND_GRADIENT and not self.rule.is_duplicate(message):
+            # counted as received: the protocol goes on without it (synchronous replicas average
+            # a zero in its place, all of them alike)
+            self.rule.skip_peer_step(message.sender, message.first_step, message.step)
         # a lost mode message is made good by the next (its epoch); a lost weights message by the next one
-
-    def _attribute_gap(self, message: GradientMessage) -> None:
-        """A sender's messages arrive in order: a gap before this one, while a message nobody
-        could read is unaccounted for, was that message (the bound then stops waiting for it)."""
-        sender, applied = message.sender, self._applied[message.sender]
-        if self._unattributed and message.first_step > applied + 1 and applied + 1 not in self._applied_ahead[sender]:
-            self._unattributed -= 1
-            self._mark_applied(sender, applied + 1, message.first_step - 1)
 
     def _on_done(self, sender: int, final_step: int) -> None:
         """A peer is done. Its channel is FIFO and it sends its done marker after every message
         (also when it re-sends after a restore), so a step of it still missing now was in a
         message that could not be read at all (counted when it came): the protocol goes on
         without it instead of waiting for ever."""
-        self._peer_final[sender] = final_step
-        if self.synchronous:
-            for step in range(self._sync_done + 1, final_step + 1):
-                if sender not in self._sync_pending.get(step, {}):
-                    self._sync_pending.setdefault(step, {})[sender] = self._zeros()
-            self._complete_sync_steps()
-        elif self._applied[sender] < final_step:
-            self._applied[sender] = final_step
-            self._applied_ahead[sender].clear()
+        self._peers[sender].final = final_step
+        self.rule.on_peer_done(sender, final_step)
 
     @property
     def unacked_messages(self) -> int:
@@ -405,60 +351,23 @@ class Replica:
         self._drain(out)
         return out
 
-    # ------------------------------------------------------------------ staleness
+    # ------------------------------------------------------------------ peers
 
     def _progress(self, peer: int) -> int:
-        return self._applied[peer] + self._peer_offset[peer]
-
-    def _staleness(self) -> int:
-        if self.synchronous:
-            return self.local_step - self._sync_done
-        live = [p for p in self._peers if not self._peer_paused[p]]
-        if not live:
-            return 0
-        return max(0, self.local_step - min(self._progress(p) for p in live))
-
-    def _blocked(self) -> bool:
-        """Whether local step ``local_step + 1`` must wait for peers."""
-        if self.synchronous:
-            return self._sync_done < self.local_step
-        if self.staleness_bound is None:
-            return False
-        need = self.local_step - self.staleness_bound
-        return any(self._peer_final[p] is None and not self._peer_paused[p] and self._progress(p) < need
-                   for p in self._peers)
-
-    def _is_duplicate(self, message: GradientMessage) -> bool:
-        if self.synchronous:
-            return message.step <= self._sync_done or message.sender in self._sync_pending.get(message.step, {})
-        return message.step <= self._applied[message.sender] or (
-            message.first_step in self._applied_ahead[message.sender])
-
-    def _received_through(self, sender: int) -> int:
-        """The highest step through which every message of ``sender`` is in this replica's state."""
-        if not self.synchronous:
-            return self._applied[sender]
-        step = self._sync_done
-        while sender in self._sync_pending.get(step + 1, {}):
-            step += 1
-        return step
+        """``peer``'s step as the staleness bound counts it (:meth:`PeerState.progress`)."""
+        return self._peers[peer].progress()
 
     def _acks(self):
-        return tuple(0 if r == self.id else self._received_through(r) for r in range(self.replicas))
+        return tuple(0 if r == self.id else self.rule.received_through(r) for r in range(self.replicas))
 
     def _note_acks(self, message: PeerMessage) -> None:
         if len(message.acks) != self.replicas:
             return  # a sender that acknowledges nothing (e.g. an older one): keep what it has not confirmed
-        self._acked_by[message.sender] = max(self._acked_by[message.sender], message.acks[self.id])
-        confirmed = min(self._acked_by.values())
+        peer = self._peers[message.sender]
+        peer.acked = max(peer.acked, message.acks[self.id])
+        confirmed = min(p.acked for p in self._peers.values())
         for step in [s for s in self._unacked if s <= confirmed]:
             del self._unacked[step]
-
-    def _mark_applied(self, sender: int, first: int, last: int) -> None:
-        ahead = self._applied_ahead[sender]
-        ahead[first] = last
-        while self._applied[sender] + 1 in ahead:  # absorb every message that is now contiguous
-            self._applied[sender] = ahead.pop(self._applied[sender] + 1)
 
     # ------------------------------------------------------------------ training
 
@@ -501,7 +410,7 @@ class Replica:
             return
         training = self.policy.training
         if not training:
-            self._flush_outgoing(out)  # the last steps' gradients before the pause
+            self.rule.flush(out)  # the last steps' gradients before the pause
         self._mode_sequence += 1
         self._send(ModeMessage(self.id, self.local_step, self._mode_sequence, training, reason, origin,
                                self._drift_epoch, drift_at=self._drift_at), out)
@@ -512,13 +421,13 @@ class Replica:
         out.append(change)
 
     def _on_mode(self, message: ModeMessage, out: List[Event]) -> None:
-        sender = message.sender
-        if message.sequence <= self._peer_mode[sender]:
+        peer = self._peers[message.sender]
+        if message.sequence <= peer.mode_sequence:
             return  # a repeat (re-sent after a restore): only the newest counts
-        self._peer_mode[sender] = message.sequence
-        if self._peer_paused[sender] and message.training:  # it resumes level with this replica
-            self._peer_offset[sender] = max(self._peer_offset[sender], self.local_step - self._applied[sender])
-        self._peer_paused[sender] = not message.training
+        peer.mode_sequence = message.sequence
+        if peer.paused and message.training:  # it resumes level with this replica
+            peer.resume(self.local_step)
+        peer.paused = not message.training
         if message.epoch > self._drift_epoch:
             self._drift_epoch, self._drift_at = message.epoch, message.drift_at
             if self.policy is None:
@@ -529,24 +438,14 @@ class Replica:
             elif self.policy.on_peer_drift():
                 self._change_mode("peer_drift", None, message.origin, {}, out)
 
-    def _send_weights(self, gradients: Gradients, out: List[Event]) -> None:
-        """Periodic averaging: the weights of every variable whose gradient is dense. Embedding
-        tables (sparse gradients) stay out: their rows travel in the gradient messages, and a
-        whole table every few steps would outweigh them many times (word2vec: 120 MB)."""
-        dense = [name for name, g in gradients.items() if not isinstance(g, SparseGradient)]
-        if not dense:
-            return
-        self._flush_outgoing(out)  # every gradient in these weights travels before them
-        weights = self.model.get_weights()
-        self._send(WeightsMessage(self.id, self.local_step, {name: weights[name] for name in dense}), out)
-
     def _on_weights(self, message: WeightsMessage) -> None:
         """Periodic averaging: this replica's weights move ``1 / replicas`` of the way towards
         the sender's (the sender's gradients up to its step are applied already: FIFO)."""
-        if message.step <= self._peer_weights[message.sender]:
+        peer = self._peers[message.sender]
+        if message.step <= peer.weights_step:
             self.duplicates_dropped += 1
             return
-        self._peer_weights[message.sender] = message.step
+        peer.weights_step = message.step
         if self.serving:  # a serving model stays fixed (module docstring)
             self.messages_while_serving += 1
             return
@@ -558,8 +457,8 @@ class Replica:
 
     def _train(self, batch: Batch, out: List[Event]) -> None:
         self._reach(batch, out)
-        staleness = self._staleness()
-        fused = not self.synchronous and self._fused_step
+        staleness = self.rule.staleness()
+        fused = self.rule.fused
         if fused:  # computed and applied in one call; the gradient leaves the model only for peers
             result = self._guarded_call(functools.partial(self.model.train_step, return_gradients=bool(self._peers)),
                                         batch, out)
@@ -570,41 +469,13 @@ class Replica:
         if result is None:
             return
         out.append(self._prediction(batch, result))
-        if not self.synchronous and not self._own_gradient_finite(result, fused):
+        if self.rule.skips(result):  # DASGD: a step that is not finite
             self.steps_skipped += 1  # not applied (the fused step did not apply it either), not sent
             self._note_scores(result)
             out.append(self._metrics("batch", batch, staleness, trained=False))
             return
         self.local_step += 1
-        if self.synchronous:
-            # peers vet the gradient as it is sent; this replica vets its own contribution alike
-            # (the same check on the same values), and a step the model found not finite too
-            message = GradientMessage(self.id, self.local_step, self.local_step, result.gradients)
-            if result.finite and self.guards.max_gradient_norm is None:  # nothing a peer could refuse
-                refusal, vetted = None, message
-            else:
-                refusal, vetted = self._admit(message)
-            if refusal is None and not self._own_gradient_finite(result, False):
-                refusal = check_norm(float("nan"), None)
-            if refusal is not None:  # a zero in its place, here and (sent as such) at every peer
-                self.steps_skipped += 1
-                message = vetted = dataclasses.replace(message, gradients=_zeros_like(result.gradients))
-            self._sync_pending.setdefault(self.local_step, {})[self.id] = vetted.gradients
-            self._send(message, out)
-            self._complete_sync_steps()
-        else:
-            if not fused:
-                self._model_call(self.model.apply_gradients, result.gradients)
-            self.model_version += 1
-            if self._peers:
-                if not self._outgoing:
-                    self._outgoing_first = self.local_step
-                self._outgoing.append(result.gradients)
-                if len(self._outgoing) >= self.broadcast_every:
-                    self._flush_outgoing(out)
-                every = self.peer_updates.average_every
-                if every is not None and self.local_step % every == 0:
-                    self._send_weights(result.gradients, out)
+        self.rule.own_step(result, out)
         self._note_scores(result)
         self._train_times.append(self._clock())
         out.append(self._metrics("batch", batch, staleness, trained=True))
@@ -620,46 +491,6 @@ class Replica:
             out += self.set_aside(DeadLetter("rejected_by_model", str(err), "batch", "replica", batch.id,
                                              preview(batch_summary(batch))))
             return None
-
-    @staticmethod
-    def _own_gradient_finite(result: StepResult, fused: bool) -> bool:
-        """Whether a DASGD replica's own step is finite (loss and gradient): as the model reports
-        it, or measured."""
-        if result.finite is not None:
-            return result.finite
-        if result.loss is not None and not math.isfinite(result.loss):
-            return False
-        return (fused and result.gradients is None) or math.isfinite(gradient_norm(result.gradients))
-
-    def _zeros(self) -> Gradients:
-        return {name: np.zeros(shape, np.float32) for name, shape in self._shapes.items()}
-
-    def _complete_sync_steps(self) -> None:
-        """Applies the averaged update of every step whose contributions are all in."""
-        while True:
-            step = self._sync_done + 1
-            contributors = [r for r in range(self.replicas) if self._contributes(r, step)]
-            pending = self._sync_pending.get(step, {})
-            if not contributors or any(r not in pending for r in contributors):
-                return
-            self._model_call(self.model.apply_gradients, average_gradients([pending[r] for r in contributors]))
-            self.model_version += 1
-            self.messages_applied += len(contributors) - (self.id in contributors)
-            del self._sync_pending[step]
-            self._sync_done = step
-
-    def _contributes(self, replica: int, step: int) -> bool:
-        if replica == self.id:
-            return step <= self.local_step or not self.done_sent
-        final = self._peer_final[replica]
-        return final is None or step <= final
-
-    def _flush_outgoing(self, out: List[Event]) -> None:
-        if not self._outgoing:
-            return
-        total = self._outgoing[0] if len(self._outgoing) == 1 else sum_gradients(self._outgoing)
-        self._outgoing = []
-        self._send(GradientMessage(self.id, self.local_step, self._outgoing_first, total), out)
 
     def _send(self, message: PeerMessage, out: List[Event]) -> None:
         if not self._peers and isinstance(message, (GradientMessage, ModeMessage)):
@@ -679,35 +510,30 @@ class Replica:
 
     def _drain(self, out: List[Event]) -> None:
         """Trains held batches while the bound allows, then moves towards the end states."""
-        while self._held and (not self.training or not self._blocked()):
+        while self._held and (not self.training or not self.rule.blocked()):
             batch = self._held.popleft()
             if self.training:
                 self._train(batch, out)
             else:  # held while training, served now that the replica serves
                 self._serve(batch, out)
-        if self._held and self._blocked():
-            self._flush_outgoing(out)
+        if self._held and self.rule.blocked():
+            self.rule.flush(out)
         if self.input_ended and not self._held and not self.done_sent:
-            self._flush_outgoing(out)
+            self.rule.flush(out)
             self._send(DoneMessage(self.id, self.local_step), out)
             self.done_sent = True
-            if self.synchronous:
-                self._complete_sync_steps()
+            self.rule.on_done_sent()
         # a quarter of the buffer held while the bound stops this replica: a host that can slow the
         # batches down should (the credit gate, flink.loop); at a full buffer the oldest batch trains beyond the bound
-        self.saturated = len(self._held) >= self.pressure_at and self.training and self._blocked()
+        self.saturated = len(self._held) >= self.pressure_at and self.training and self.rule.blocked()
         if self.done_sent and not self.finished and self._all_peers_done():
             self.finished = True
             out.append(self._metrics("final", None))
             out.append(FinalModel(self.id, self.model_version, self.model.get_weights(), self.initial_digest))
 
     def _all_peers_done(self) -> bool:
-        if any(self._peer_final[p] is None for p in self._peers):
-            return False
-        if self.synchronous:
-            last = max([self.local_step, *(f for f in self._peer_final.values())])
-            return self._sync_done >= last
-        return all(self._applied[p] >= self._peer_final[p] for p in self._peers)
+        """Every peer's done marker is in, and everything there is to apply is applied."""
+        return all(peer.final is not None for peer in self._peers.values()) and self.rule.all_applied()
 
     # ------------------------------------------------------------------ outputs
 
@@ -741,7 +567,7 @@ class Replica:
         return Metrics(
             replica=self.id, phase=phase, time=now, local_step=self.local_step,
             model_version=self.model_version, loss=self._last_loss, accuracy=self._last_accuracy,
-            staleness=self._staleness() if staleness is None else staleness,
+            staleness=self.rule.staleness() if staleness is None else staleness,
             batches_per_s=self.batches_per_s(), held_batches=len(self._held),
             messages_sent=self.messages_sent, bytes_sent=self.bytes_sent,
             dense_bytes_sent=self.dense_bytes_sent, messages_applied=self.messages_applied,
@@ -754,41 +580,44 @@ class Replica:
 
     # ------------------------------------------------------------------ state
 
+    # The counters of a snapshot, by name: an int64 entry ``counters/<name>`` each, ``<name>`` the
+    # attribute's without its leading underscore; the update rule names its own (UpdateRule.counters).
+    # A counter a snapshot lacks keeps its value, a name the replica does not know is ignored.
     _COUNTERS = ("local_step", "model_version", "messages_sent", "bytes_sent", "dense_bytes_sent",
-                 "messages_applied", "duplicates_dropped", "bound_overflows", "_sync_done",
-                 "_outgoing_first", "input_ended", "done_sent", "finished", "messages_resent",
-                 "batches_served", "_mode_sequence", "_drift_epoch", "dead_letters", "messages_rejected",
-                 "gradients_clipped", "steps_skipped", "_unattributed", "messages_while_serving",
-                 "_drift_at", "_pending_drift", "_pending_origin", "_position")  # append only: older snapshots restore the first ones
+                 "messages_applied", "duplicates_dropped", "bound_overflows", "input_ended", "done_sent",
+                 "finished", "messages_resent", "batches_served", "_mode_sequence", "_drift_epoch", "dead_letters",
+                 "messages_rejected", "gradients_clipped", "steps_skipped", "messages_while_serving",
+                 "_drift_at", "_pending_drift", "_pending_origin", "_position")
+    _FLAGS = ("input_ended", "done_sent", "finished")
+    # Snapshots of release 0.2.0 and older: one int64 array ``counters``, these names in this order
+    # (older releases wrote fewer of them). Frozen: restore() still reads it.
+    _POSITIONAL_COUNTERS = ("local_step", "model_version", "messages_sent", "bytes_sent", "dense_bytes_sent",
+                            "messages_applied", "duplicates_dropped", "bound_overflows", "sync_done",
+                            "outgoing_first", "input_ended", "done_sent", "finished", "messages_resent",
+                            "batches_served", "mode_sequence", "drift_epoch", "dead_letters", "messages_rejected",
+                            "gradients_clipped", "steps_skipped", "unattributed", "messages_while_serving",
+                            "drift_at", "pending_drift", "pending_origin", "position")
 
     def snapshot(self) -> Dict[str, np.ndarray]:
         """Everything the replica needs to resume, as a flat dict of plain arrays.
 
-        Held batches, an unsent outgoing sum and pending synchronous contributions are kept as
-        encoded records (``uint8`` arrays), so nothing that reached the replica is lost.
+        Counters are saved by name (``counters/<name>``, one int64 each). Held batches, an unsent
+        outgoing sum and pending synchronous contributions are kept as encoded records (``uint8``
+        arrays), so nothing that reached the replica is lost.
         """
         state = {f"model/{k}": np.array(v) for k, v in self.model.get_state().items()}
-        state["counters"] = np.array([int(getattr(self, c)) for c in self._COUNTERS], np.int64)
-        state["applied"] = np.array([self._applied.get(p, 0) for p in range(self.replicas)], np.int64)
-        state["peer_final"] = np.array(
-            [-1 if self._peer_final.get(p) is None else self._peer_final[p] for p in range(self.replicas)], np.int64)
+        counters = {name.lstrip("_"): int(getattr(self, name)) for name in self._COUNTERS}
+        counters.update(self.rule.counters())
+        state.update((f"counters/{name}", np.array(value, np.int64)) for name, value in counters.items())
+        per_peer = peer_arrays(self._peers, self.replicas)
+        state["applied"], state["peer_final"] = per_peer.pop("applied"), per_peer.pop("peer_final")
         for i, batch in enumerate(self._held):
             state[f"held/{i:06d}"] = _as_uint8(wire.encode_batch(batch))
-        if self._outgoing:
-            outgoing = GradientMessage(self.id, self.local_step, self._outgoing_first, sum_gradients(self._outgoing))
-            state["outgoing"] = _as_uint8(wire.encode_message(outgoing))
-        for step, contributions in self._sync_pending.items():
-            for sender, grads in contributions.items():
-                state[f"sync/{step}/{sender}"] = _as_uint8(wire.encode_message(GradientMessage(sender, step, step, grads)))
-        for sender, ahead in self._applied_ahead.items():
-            if ahead:
-                state[f"ahead/{sender}"] = np.array(sorted(ahead.items()), np.int64)
+        state.update(self.rule.snapshot())  # DASGD: "outgoing"; synchronous SGD: "sync/<step>/<sender>"
+        state.update(ahead_arrays(self._peers))
         for step, message in self._unacked.items():
             state[f"unacked/{step:012d}"] = _as_uint8(wire.encode_message(message, self.sparse_values))
-        for key, per_peer in (("acked_by", self._acked_by), ("peer_mode", self._peer_mode),
-                              ("peer_paused", self._peer_paused), ("peer_offset", self._peer_offset),
-                              ("peer_weights", self._peer_weights)):
-            state[key] = np.array([int(per_peer.get(p, 0)) for p in range(self.replicas)], np.int64)
+        state.update(per_peer)  # acked_by, peer_mode, peer_paused, peer_offset, peer_weights
         if self._last_mode is not None:
             state["last_mode"] = _as_uint8(wire.encode_message(self._last_mode))
         if self.policy is not None:
@@ -796,41 +625,32 @@ class Replica:
         return state
 
     def restore(self, state: Dict[str, np.ndarray]) -> None:
-        """Resumes from what :meth:`snapshot` returned (weights, slots, counters, held batches)."""
+        """Resumes from what :meth:`snapshot` returned (weights, slots, counters, held batches),
+        this release's or an older one's."""
         self.model.set_state({k[len("model/"):]: v for k, v in state.items() if k.startswith("model/")})
-        for name, value in zip(self._COUNTERS, state["counters"].tolist()):
-            setattr(self, name, bool(value) if name in ("input_ended", "done_sent", "finished") else int(value))
-        self._applied = {p: int(state["applied"][p]) for p in self._peers}
-        self._peer_final = {p: None if state["peer_final"][p] < 0 else int(state["peer_final"][p]) for p in self._peers}
+        counters = _snapshot_counters(state, self._POSITIONAL_COUNTERS)
+        for name in self._COUNTERS:
+            if name.lstrip("_") in counters:
+                value = counters[name.lstrip("_")]
+                setattr(self, name, bool(value) if name in self._FLAGS else value)
+        self.rule.restore(state, counters)
+        self._peers = restore_peers(state, self._peers, self.replicas)
         self._held = collections.deque(wire.decode_batch(state[k].tobytes()) for k in sorted(state) if k.startswith("held/"))
-        self._outgoing = [wire.decode_message(state["outgoing"].tobytes()).gradients] if "outgoing" in state else []
-        self._sync_pending = {}
-        for key in sorted(k for k in state if k.startswith("sync/")):
-            message = wire.decode_message(state[key].tobytes())
-            self._sync_pending.setdefault(message.step, {})[message.sender] = message.gradients
-        self._applied_ahead = {p: {} for p in self._peers}
-        for key in (k for k in state if k.startswith("ahead/")):
-            self._applied_ahead[int(key.split("/")[1])] = {int(a): int(b) for a, b in state[key]}
         self._unacked = {}
         for key in sorted(k for k in state if k.startswith("unacked/")):
             message = wire.decode_message(state[key].tobytes())
             self._unacked[message.step] = message
-        def per_peer(key, cast=int):  # absent from older snapshots: zeros
-            values = state.get(key, np.zeros(self.replicas, np.int64))
-            return {p: cast(values[p]) for p in self._peers}
-
-        self._acked_by, self._peer_mode, self._peer_offset = per_peer("acked_by"), per_peer("peer_mode"), per_peer("peer_offset")
-        self._peer_weights = per_peer("peer_weights")
-        self._peer_paused = per_peer("peer_paused", bool)
         self._last_mode = wire.decode_message(state["last_mode"].tobytes()) if "last_mode" in state else None
         if self.policy is not None and "policy" in state:
             self.policy = AutoPolicy.restore(json.loads(state["policy"].tobytes().decode()))
 
 
-def _zeros_like(gradients: Gradients) -> Gradients:
-    """A zero gradient of the same structure (a sparse one with no rows)."""
-    return {name: SparseGradient(np.zeros(0, np.int64), np.zeros((0, *g.dense_shape[1:]), np.float32), g.dense_shape)
-            if isinstance(g, SparseGradient) else np.zeros(np.shape(g), np.float32) for name, g in gradients.items()}
+def _snapshot_counters(state: Dict[str, np.ndarray], positional) -> Dict[str, int]:
+    """A snapshot's counters by name: its ``counters/<name>`` entries, or an older release's
+    ``counters`` array (``positional`` names its values in order)."""
+    counters = dict(zip(positional, (int(v) for v in state["counters"].tolist()))) if "counters" in state else {}
+    counters.update((key[len("counters/"):], int(value)) for key, value in state.items() if key.startswith("counters/"))
+    return counters
 
 
 def _message_letter(reason: str, detail: str, message) -> DeadLetter:

@@ -102,7 +102,7 @@ def simulate(make_model: Callable[[int], TrainableModel], batches: Sequence[Batc
     """
     config = as_train_config(config)
     replicas = config.replicas
-    nodes = [Replica.from_config(r, make_model(r), config) for r in range(replicas)]
+    nodes = [Replica(r, make_model(r), config) for r in range(replicas)]
     result = SimulationResult(nodes)
     line = DelayLine(delivery_delay)
 

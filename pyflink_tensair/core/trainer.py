@@ -18,7 +18,7 @@ arrival order, and so do the messages of one sender. ``put_batch`` blocks while
 waits for computation, never for input, so it cannot deadlock the loop.
 
 :class:`InlineTrainer` has the same interface and runs each callback at once on the host's thread
-(how the replica ran before; :class:`~pyflink_tensair.config.TrainerMode` chooses).
+(how the replica ran before; ``TrainConfig.trainer_thread`` chooses).
 
 Example::
 
@@ -26,7 +26,7 @@ Example::
     >>> from pyflink_tensair.core.messages import Batch
     >>> from pyflink_tensair.core.replica import Replica
     >>> from pyflink_tensair.testing import LinearModel
-    >>> trainer = TrainerThread(Replica(0, 1, LinearModel(3, seed=0)))
+    >>> trainer = TrainerThread(Replica(0, LinearModel(3, seed=0)))
     >>> trainer.put_batch(Batch(np.ones((4, 3), np.float32), np.ones(4, np.float32)))
     >>> trainer.wait_idle()
     >>> [type(e).__name__ for e in trainer.take()]

@@ -32,12 +32,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
-from typing import Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from ..config import SPARSE_VALUES
 from ..errors import WireFormatError
+from ..validation import is_int
 from .messages import (DEAD_LETTER_REASONS, MODE_REASONS, Batch, DeadLetter, DoneMessage, GradientMessage, Gradients,
                        ModeMessage, PeerMessage, RefusedMessage, SparseGradient, WeightsMessage)
 
@@ -170,7 +171,7 @@ def _check_entry(entry, data_len: int, previous_end: int) -> Tuple[str, np.dtype
     if not _is_shape(shape):
         raise WireFormatError(f"tensor {name!r}: shape must be a list of ints >= 0, found {shape!r}")
     for field_name, value in (("offset", offset), ("nbytes", nbytes)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        if not is_int(value) or value < 0:
             raise WireFormatError(f"tensor {name!r}: {field_name} must be an int >= 0, found {value!r}")
     dt = np.dtype(dtype)
     if nbytes != _elements(shape) * dt.itemsize:
@@ -186,8 +187,7 @@ _MAX_DIM = 2 ** 40
 
 
 def _is_shape(shape) -> bool:
-    return isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= _MAX_DIM
-                                           for d in shape)
+    return isinstance(shape, list) and all(is_int(d) and 0 <= d <= _MAX_DIM for d in shape)
 
 
 def _elements(shape) -> int:
@@ -233,8 +233,8 @@ def _expect_kind(kind: int, expected: int) -> None:
 
 
 def _require_meta_int(meta: Mapping, key: str, minimum: int) -> int:
-    value = meta.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+    value: Any = meta.get(key)
+    if not is_int(value) or value < minimum:
         raise WireFormatError(f"meta field {key!r} must be an int >= {minimum}, found {value!r}")
     return value
 
@@ -413,21 +413,21 @@ def message_origin(data) -> Optional[Tuple[int, int, int, int]]:
     meta = header.get("meta") if isinstance(header, dict) else None
     if not isinstance(meta, dict):
         return None
-    numbers = [meta.get(key) for key in ("sender", "first_step", "step")]
+    numbers: List[Any] = [meta.get(key) for key in ("sender", "first_step", "step")]
     if kind == KIND_DONE:
         numbers = [meta.get("sender"), meta.get("final_step"), meta.get("final_step")]
     if kind not in (KIND_GRADIENT, KIND_DONE, KIND_MODE, KIND_WEIGHTS):
         return None
     if kind in (KIND_MODE, KIND_WEIGHTS):
         numbers[1] = numbers[2]
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in numbers):
+    if not all(is_int(n) and n >= 0 for n in numbers):
         return None
     return (kind, *numbers)
 
 
 def _acks(meta: Mapping) -> Tuple[int, ...]:
     acks = meta.get("acks", [])
-    if not isinstance(acks, list) or any(isinstance(a, bool) or not isinstance(a, int) or a < 0 for a in acks):
+    if not isinstance(acks, list) or any(not is_int(a) or a < 0 for a in acks):
         raise WireFormatError(f"meta 'acks' must be a list of ints >= 0. Received: {acks!r}")
     return tuple(acks)
 

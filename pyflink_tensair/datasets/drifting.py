@@ -23,6 +23,7 @@ import numpy as np
 
 from ..core.messages import Batch
 from ..errors import ConfigError
+from ..validation import is_int
 from .images import ImageStream
 
 CLASSES = 10
@@ -32,10 +33,10 @@ class PermutedLabels:
     """A callable ``index -> Batch`` for ``batch_source`` (see the module)."""
 
     def __init__(self, spec: str, *, batch_size: int, every: int, seed: int = 0):
-        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+        if not is_int(every) or every < 1:
             raise ConfigError(f"every must be an int >= 1 (batches between drifts). Received: every={every!r}")
         self.base = ImageStream(spec, batch_size=batch_size, seed=seed)
-        self.every, self.seed = every, seed
+        self.every, self.seed = int(every), seed  # int(): "segment" goes into meta, where the wire refuses NumPy ints
 
     @property
     def input_shape(self):

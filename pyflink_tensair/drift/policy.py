@@ -45,7 +45,7 @@ from __future__ import annotations
 import collections
 from typing import Deque, Optional
 
-from ..errors import ConfigError
+from ..validation import require_int
 from . import detector as detectors
 from .detector import Drift
 
@@ -56,15 +56,14 @@ class AutoPolicy:
 
     def __init__(self, *, window: int = 50, tolerance: float = 0.01, detector: str = "optwin",
                  detector_parameters: Optional[dict] = None):
-        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
-            raise ConfigError(f"window must be an int >= 1. Received: window={window!r}")
+        require_int("window", window, minimum=1)
         detectors.require_number("tolerance", tolerance, low=0.0, high=1.0, high_open=True)
-        self.window, self.tolerance = window, float(tolerance)
+        self.window, self.tolerance = int(window), float(tolerance)  # int: the snapshot is JSON
         self.detector_kind, self.detector_parameters = detector, dict(detector_parameters or {})
         self.detector = detectors.make(detector, **self.detector_parameters)
         self.watch = detectors.make(detector, **self.detector_parameters)  # the training losses, for a rise
         self.training = True
-        self.recent: Deque[float] = collections.deque(maxlen=2 * window)
+        self.recent: Deque[float] = collections.deque(maxlen=2 * self.window)
         self.convergences = 0
         self.drifts = 0  # own detections
         self.peer_drifts = 0  # notices from peers that restarted training here

@@ -14,11 +14,12 @@ from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 from ..core import wire
 from ..core.guards import check_record
 from ..core.messages import Batch, DeadLetter, preview
-from ..config import ReplicaExecution
+from ..config import TrainConfig, as_train_config
 from ..errors import ConfigError
+from ..validation import is_int, is_number, require_int
 from . import types
 from .environment import add_channel_jar, use_this_interpreter
-from .execution import keyed_process
+from .execution import in_jvm, keyed_process
 from .functions import END_OF_TIME
 
 
@@ -172,6 +173,12 @@ class _Batcher(KeyedProcessFunction):
             yield out
 
 
+def _is_text(records) -> bool:
+    """Whether ``records`` are strings, which the JVM's Python reads as they are (pickled Python
+    objects it cannot unpickle; other Flink types it was not tried with)."""
+    return records._j_data_stream.getType().equals(Types.STRING().get_java_type_info())
+
+
 def _one_key(records, name: str):
     """``records`` keyed by one key on the JVM (``Row(0, record)``; no Python key selector)."""
     from pyflink.datastream import DataStream
@@ -195,7 +202,7 @@ def _one_key(records, name: str):
 def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch] = collate_pairs,
                max_wait_ms: Optional[int] = None, features_shape: Optional[Sequence[int]] = None,
                classes: Optional[int] = None, parse: Optional[Callable] = None, rate: float = 0.0,
-               execution: str = "process", name: str = "tensair"):
+               config: Optional[TrainConfig] = None, name: str = "tensair"):
     """Groups ``records`` into mini-batches of ``batch_size`` (the last one may be smaller).
 
     ``collate`` turns a list of records into a :class:`~pyflink_tensair.Batch`. With
@@ -205,10 +212,12 @@ def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch]
     e.g. :func:`~pyflink_tensair.kafka.source.json_example` for JSON text; a record it raises
     ``ValueError``, ``TypeError``, ``KeyError``, ``IndexError`` or ``AttributeError`` on becomes a
     dead letter (``not_a_record``). ``rate`` > 0 paces the batches (at most that many per second,
-    e.g. to replay a topic as a live stream, as ``batch_source`` does). ``execution="thread"``
-    runs the batcher inside the TaskManager's JVM (records keyed on the JVM; no Beam bundle per
-    record, which caps a process-mode batcher near 150 records/s here); records must then be of
-    a Flink type (e.g. the strings of a Kafka source), not pickled Python objects.
+    e.g. to replay a topic as a live stream, as ``batch_source`` does). The batcher runs where
+    ``config`` (the :class:`~pyflink_tensair.TrainConfig` of the ``train()`` it feeds) runs
+    Python: with ``python_in="jvm"`` (the default), text records (e.g. a Kafka source's strings)
+    are keyed and batched inside the TaskManager's JVM (no Beam bundle per record, which caps a
+    batcher in a worker process near 150 records/s here); records of any other type (pickled
+    Python objects, say) are batched in a Python worker process.
 
     With the default collate, the batcher's position and its partial batch are Flink state, so a
     job restored from a checkpoint loses no record and batches none twice; with a custom
@@ -241,31 +250,25 @@ def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch]
         with batches.execute_and_collect() as collected:
             print([decode_batch(b).y.tolist() for b in collected])    # [[1, 0], [1]]
     """
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ConfigError(f"batch_size must be an int >= 1. Received: batch_size={batch_size!r}")
-    if max_wait_ms is not None and (not isinstance(max_wait_ms, int) or max_wait_ms < 1):
-        raise ConfigError(f"max_wait_ms must be an int >= 1 or None. Received: max_wait_ms={max_wait_ms!r}")
-    if classes is not None and (not isinstance(classes, int) or isinstance(classes, bool) or classes < 1):
-        raise ConfigError(f"classes must be an int >= 1 or None. Received: classes={classes!r}")
+    require_int("batch_size", batch_size, 1)
+    require_int("max_wait_ms", max_wait_ms, 1, optional=True)
+    require_int("classes", classes, 1, optional=True)
     if features_shape is not None:
         if not isinstance(features_shape, (tuple, list)) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in features_shape):
+                is_int(d) and d >= 0 for d in features_shape):
             raise ConfigError(f"features_shape must be a tuple of ints >= 0 or None. Received: "
                               f"features_shape={features_shape!r}")
         features_shape = tuple(features_shape)
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate < 0:
+    if not is_number(rate) or rate < 0:
         raise ConfigError(f"rate must be >= 0 batches per second (0: unpaced). Received: rate={rate!r}")
     if parse is not None and not callable(parse):
         raise ConfigError(f"parse must be a function of one record. Received: parse={parse!r}")
-    try:
-        execution = ReplicaExecution(execution)
-    except ValueError:
-        raise ConfigError(f"execution must be 'process' or 'thread'. Received: execution={execution!r}") from None
+    config = as_train_config(TrainConfig() if config is None else config)
     use_this_interpreter(records._j_data_stream.getExecutionEnvironment())
     batcher = _Batcher(batch_size, collate, max_wait_ms, features_shape, classes, parse, float(rate))
-    if execution is ReplicaExecution.THREAD:
+    if in_jvm(config.python_in) and _is_text(records):
         add_channel_jar(records._j_data_stream.getExecutionEnvironment())  # Keying.OneKey
-        batches = keyed_process(_one_key(records, name), batcher, types.bytes_type(), execution)
+        batches = keyed_process(_one_key(records, name), batcher, types.bytes_type(), config.python_in)
     else:
         keyed = records.key_by(lambda _: 0, key_type=Types.INT())
         keyed._j_data_stream.getTransformation().getInputs()[0].setUid(f"{name}-batcher-key")
@@ -348,7 +351,7 @@ class _ChunkBatcher:
 
 def text_batches(records, batch_size: int, *, parse: Callable, features_shape: Optional[Sequence[int]] = None,
                  classes: Optional[int] = None, max_wait_ms: Optional[int] = None, rate: float = 0.0,
-                 execution: str = "thread", name: str = "tensair"):
+                 config: Optional[TrainConfig] = None, name: str = "tensair"):
     """Mini-batches of a stream of text records (e.g. a Kafka topic's JSON values), grouped on
     the JVM so that the records cross into Python once per batch.
 
@@ -365,22 +368,22 @@ def text_batches(records, batch_size: int, *, parse: Callable, features_shape: O
         records = kafka_examples(env, "127.0.0.1:19092", "digits")
         batches = text_batches(records, 16, parse=json_example, classes=10, features_shape=(8, 8, 1))
     """
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ConfigError(f"batch_size must be an int >= 1. Received: batch_size={batch_size!r}")
+    require_int("batch_size", batch_size, 1)
     if not callable(parse):
         raise ConfigError(f"parse must be a function of one record. Received: parse={parse!r}")
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate < 0:
+    if not is_number(rate) or rate < 0:
         raise ConfigError(f"rate must be >= 0 batches per second (0: unpaced). Received: rate={rate!r}")
     batcher = _ChunkBatcher(batch_size, parse, None if features_shape is None else tuple(features_shape), classes,
                             float(rate))
-    return chunked_batches(records, batch_size, batcher, max_wait_ms=max_wait_ms, execution=execution, name=name)
+    return chunked_batches(records, batch_size, batcher, max_wait_ms=max_wait_ms, config=config, name=name)
 
 
 def chunked_batches(records, chunk_size: int, make: Callable, *, max_wait_ms: Optional[int] = None,
-                    execution: str = "thread", name: str = "tensair"):
+                    config: Optional[TrainConfig] = None, name: str = "tensair"):
     """The encoded batches (and dead letters) ``make`` yields for each chunk of ``chunk_size``
     text records, grouped on the JVM (``Chunks``: the grouping's position and pending records are
-    Flink state) so that the records cross into Python once per chunk. ``make`` gets
+    Flink state) so that the records cross into Python once per chunk, where ``config`` (the
+    :class:`~pyflink_tensair.TrainConfig` of the ``train()`` it feeds) runs Python. ``make`` gets
     ``[n, records before chunk n, record, ...]`` (strings) and yields bytes; it must be picklable
     and depend only on the chunk, so that a restored job makes exactly the same batches.
     :func:`text_batches` makes one batch per chunk; the word2vec job many
@@ -391,10 +394,8 @@ def chunked_batches(records, chunk_size: int, make: Callable, *, max_wait_ms: Op
 
     from .execution import process
 
-    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
-        raise ConfigError(f"chunk_size must be an int >= 1. Received: chunk_size={chunk_size!r}")
-    if max_wait_ms is not None and (not isinstance(max_wait_ms, int) or max_wait_ms < 1):
-        raise ConfigError(f"max_wait_ms must be an int >= 1 or None. Received: max_wait_ms={max_wait_ms!r}")
+    require_int("chunk_size", chunk_size, 1)
+    require_int("max_wait_ms", max_wait_ms, 1, optional=True)
     j_env = records._j_data_stream.getExecutionEnvironment()
     add_channel_jar(j_env)
     use_this_interpreter(j_env)
@@ -407,5 +408,6 @@ def chunked_batches(records, chunk_size: int, make: Callable, *, max_wait_ms: Op
         def process_element(self, value, ctx):
             yield from make(value)
 
-    made = process(chunks, ChunkProcess(), types.bytes_type(), execution)
+    config = as_train_config(TrainConfig() if config is None else config)
+    made = process(chunks, ChunkProcess(), types.bytes_type(), config.python_in)
     return made.name(f"{name}: to mini-batches").uid(f"{name}-batcher").set_parallelism(1)

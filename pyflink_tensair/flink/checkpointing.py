@@ -26,7 +26,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from ..config import ReplicaExecution
+from ..config import PythonIn
 from ..core import wire
 
 CHUNK_BYTES = 1024 * 1024
@@ -166,43 +166,44 @@ def _bytes_state(state):
     return state
 
 
-def replica_operator(connected, function, output_type, keys, execution=ReplicaExecution.PROCESS):
+def replica_operator(connected, function, output_type, keys, python_in=PythonIn.PROCESSES):
     """``connected.process(function, output_type)`` for the keyed ``connected`` streams, with the
     replicas' own operator in place of PyFlink's: :class:`ReplicaOperator` (process mode) or
-    :class:`EmbeddedReplicaOperator` (``execution`` thread: inside the TaskManager's JVM), built
+    :class:`EmbeddedReplicaOperator` (``python_in`` ``"jvm"``: inside the TaskManager's JVM), built
     by :func:`~.execution.keyed_co_process`."""
     from pyflink.java_gateway import get_gateway
 
     from .environment import add_channel_jar
-    from .execution import keyed_co_process
+    from .execution import in_jvm, keyed_co_process
     from .routing import _java_keys
 
     add_channel_jar(connected.stream1._j_data_stream.getExecutionEnvironment())
     operators = get_gateway().jvm.pyflinktensair.checkpoint
-    thread = ReplicaExecution(execution) is ReplicaExecution.THREAD
-    return keyed_co_process(connected, function, output_type, execution,
+    thread = in_jvm(python_in)
+    return keyed_co_process(connected, function, output_type, python_in,
                             operators.EmbeddedReplicaOperator if thread else operators.ReplicaOperator,
                             (_java_keys(keys), wire.encode_marker(wire.KIND_SNAPSHOT), wire.encode_marker(wire.KIND_OPEN)))
 
 
 def configure(env, config) -> None:
     """Checkpointing, state backend and restart strategy of ``env`` from ``config`` (a
-    :class:`~pyflink_tensair.TrainConfig`); nothing when ``config.checkpoint_interval_s`` is None."""
+    :class:`~pyflink_tensair.TrainConfig`); nothing when ``config.checkpoints`` is None."""
     from .environment import env_configuration
 
-    if config.checkpoint_interval_s is None:
+    checkpoints = config.checkpoints
+    if checkpoints is None:
         return
     conf = env_configuration(env)
-    conf.set_string("execution.checkpointing.interval", f"{int(config.checkpoint_interval_s * 1000)} ms")
+    conf.set_string("execution.checkpointing.interval", f"{int(checkpoints.interval_s * 1000)} ms")
     conf.set_string("execution.checkpointing.mode", "EXACTLY_ONCE")
     if not conf.contains_key("execution.checkpointing.min-pause"):
         # A replica stands still while its state is written: at least one interval of training
         # between two checkpoints, however long one takes (a 120 MB model takes seconds).
-        conf.set_string("execution.checkpointing.min-pause", f"{int(config.checkpoint_interval_s * 1000)} ms")
-    conf.set_string("state.backend.type", config.state_backend)
-    if config.checkpoint_dir:
-        conf.set_string("execution.checkpointing.dir", "file://" + os.path.abspath(config.checkpoint_dir)
-                        if "://" not in config.checkpoint_dir else config.checkpoint_dir)
+        conf.set_string("execution.checkpointing.min-pause", f"{int(checkpoints.interval_s * 1000)} ms")
+    conf.set_string("state.backend.type", checkpoints.state_backend)
+    if checkpoints.dir:
+        conf.set_string("execution.checkpointing.dir", "file://" + os.path.abspath(checkpoints.dir)
+                        if "://" not in checkpoints.dir else checkpoints.dir)
     if not conf.contains_key("python.fn-execution.memory.managed"):
         # Python operators sharing a slot's Python process (the default) release it through
         # Flink's SharedResources; after a failover that release can underflow Beam's reference
@@ -216,4 +217,4 @@ def configure(env, config) -> None:
         conf.set_string("restart-strategy.exponential-delay.initial-backoff", "1 s")
         conf.set_string("restart-strategy.exponential-delay.max-backoff", "20 s")
         conf.set_string("restart-strategy.exponential-delay.backoff-multiplier", "2.0")
-        conf.set_string("restart-strategy.exponential-delay.attempts-before-reset-backoff", str(config.restart_attempts))
+        conf.set_string("restart-strategy.exponential-delay.attempts-before-reset-backoff", str(checkpoints.restart_attempts))

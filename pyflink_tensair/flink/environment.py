@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..config import TrainConfig, WorkerMode
+from ..config import PythonIn, TrainConfig
 from ..errors import ConfigError
 
 _WORKER_MODE_VARIABLE = "_python_worker_execution_mode"  # read by PyFlink when an environment is created
@@ -50,7 +50,7 @@ def prepare_environment(env, config: TrainConfig) -> None:
         raise ConfigError(
             "python.execution-mode must be 'process' for the job (it would put every Python "
             "operator into the TaskManagers' JVMs); to run only the replicas there, set "
-            "TrainConfig(replica_execution='thread'). Received: python.execution-mode='thread'")
+            "TrainConfig(python_in='jvm'), the default. Received: python.execution-mode='thread'")
     # not set to 'process' here (its default): at submission PyFlink gives every Python operator
     # the job's settings, and a set key would override a thread-mode replica operator's own
     local = is_local(env)
@@ -71,7 +71,7 @@ def prepare_environment(env, config: TrainConfig) -> None:
     # created, usually before train() is called: it starts a loopback server and records its
     # address in the configuration. Process mode must drop that address, or every Python operator
     # still runs as a thread of the client, all of them sharing its GIL.
-    if config.workers is WorkerMode.PROCESS:
+    if config.python_in is not PythonIn.CLIENT:
         conf.remove_config(_LOOPBACK_ADDRESS)
     elif local and not conf.contains_key(_LOOPBACK_ADDRESS):
         os.environ[_WORKER_MODE_VARIABLE] = "loopback"

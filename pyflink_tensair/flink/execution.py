@@ -8,20 +8,30 @@ worker processes. In process mode they are PyFlink's own ``process``.
 
 Example::
 
-    workers = keyed_co_process(keyed.connect(feedback), MyFunction(), Types.STRING(), "thread")
+    workers = keyed_co_process(keyed.connect(feedback), MyFunction(), Types.STRING(), "jvm")
 """
 
 from __future__ import annotations
 
 import os
 
-from ..config import ReplicaExecution
+from ..config import PythonIn
 
 _EMBEDDED = "org.apache.flink.streaming.api.operators.python.embedded"
 
 
-def operator_configuration(j_env, execution):
-    """The Java configuration a Python operator of ``execution`` gets: the job's own in process
+def in_jvm(python_in) -> bool:
+    """Whether ``python_in`` (a :class:`~pyflink_tensair.PythonIn` or its value) runs Python inside
+    the TaskManagers' JVMs; ``"processes"`` and ``"client"`` are PyFlink's own process mode.
+
+        >>> in_jvm("jvm"), in_jvm(PythonIn.CLIENT)
+        (True, False)
+    """
+    return PythonIn(python_in) is PythonIn.JVM
+
+
+def operator_configuration(j_env, python_in):
+    """The Java configuration a Python operator run as ``python_in`` says gets: the job's own in process
     mode; in thread mode a copy with ``python.execution-mode: thread`` (PyFlink's merge at
     submission keeps an operator's own keys), and the job's ``python.pythonpath`` gains this
     interpreter's import paths (:func:`embedded_python_path`)."""
@@ -29,7 +39,7 @@ def operator_configuration(j_env, execution):
     from pyflink.util.java_utils import get_j_env_configuration
 
     j_config = get_j_env_configuration(j_env)
-    if ReplicaExecution(execution) is ReplicaExecution.PROCESS:
+    if not in_jvm(python_in):
         return j_config
     # PEMJA's interpreter starts from the base Python of python.executable, without a virtual
     # environment's packages (it fails on `import pemja`). Job-wide, not only on this operator:
@@ -72,8 +82,8 @@ def embedded_python_path() -> str:
     return os.pathsep.join(dict.fromkeys(paths))
 
 
-def keyed_co_process(connected, function, output_type, execution, operator_class=None, operator_args=()):
-    """``connected.process(function, output_type)`` for keyed ``connected`` streams, in ``execution``;
+def keyed_co_process(connected, function, output_type, python_in, operator_class=None, operator_args=()):
+    """``connected.process(function, output_type)`` for keyed ``connected`` streams, where ``python_in`` says;
     ``operator_class`` (a Java class taking PyFlink's keyed co-process arguments, then
     ``operator_args``) replaces PyFlink's own operator of that mode."""
     from pyflink.datastream import DataStream
@@ -81,52 +91,52 @@ def keyed_co_process(connected, function, output_type, execution, operator_class
     from pyflink.fn_execution.flink_fn_execution_pb2 import UserDefinedDataStreamFunction
     from pyflink.java_gateway import get_gateway
 
-    if operator_class is None and ReplicaExecution(execution) is ReplicaExecution.PROCESS:
+    if operator_class is None and not in_jvm(python_in):
         return connected.process(function, output_type=output_type)
     if operator_class is None:
         operator_class = getattr(get_gateway().jvm, f"{_EMBEDDED}.EmbeddedPythonKeyedCoProcessOperator")
     j_first, j_second = connected.stream1._j_data_stream, connected.stream2._j_data_stream
     j_output_type = output_type.get_java_type_info()
     operator = operator_class(
-        operator_configuration(j_first.getExecutionEnvironment(), execution),
+        operator_configuration(j_first.getExecutionEnvironment(), python_in),
         _create_j_data_stream_python_function_info(function, UserDefinedDataStreamFunction.KEYED_CO_PROCESS),
         j_first.getTransformation().getOutputType(), j_second.getTransformation().getOutputType(), j_output_type,
         *operator_args)
     return DataStream(j_first.connect(j_second).transform("Keyed Co-Process", j_output_type, operator))
 
 
-def keyed_process(keyed, function, output_type, execution):
+def keyed_process(keyed, function, output_type, python_in):
     """``keyed.process(function, output_type)`` for a ``KeyedStream`` of ``Row(key, value)`` rows
-    keyed on the JVM (:func:`~.routing.keyed_by_replica`), in ``execution``."""
+    keyed on the JVM (:func:`~.routing.keyed_by_replica`), where ``python_in`` says."""
     from pyflink.datastream import DataStream
     from pyflink.datastream.data_stream import _create_j_data_stream_python_function_info
     from pyflink.fn_execution.flink_fn_execution_pb2 import UserDefinedDataStreamFunction
     from pyflink.java_gateway import get_gateway
 
-    if ReplicaExecution(execution) is ReplicaExecution.PROCESS:
+    if not in_jvm(python_in):
         return keyed.process(function, output_type=output_type)
     j_keyed = keyed._j_data_stream
     j_output_type = output_type.get_java_type_info()
     operator = getattr(get_gateway().jvm, f"{_EMBEDDED}.EmbeddedPythonKeyedProcessOperator")(
-        operator_configuration(j_keyed.getExecutionEnvironment(), execution),
+        operator_configuration(j_keyed.getExecutionEnvironment(), python_in),
         _create_j_data_stream_python_function_info(function, UserDefinedDataStreamFunction.KEYED_PROCESS),
         j_keyed.getTransformation().getOutputType(), j_output_type)
     return DataStream(j_keyed.transform("KEYED PROCESS", j_output_type, operator))
 
 
-def process(stream, function, output_type, execution):
-    """``stream.process(function, output_type)`` for a non-keyed ``stream``, in ``execution``."""
+def process(stream, function, output_type, python_in):
+    """``stream.process(function, output_type)`` for a non-keyed ``stream``, where ``python_in`` says."""
     from pyflink.datastream import DataStream
     from pyflink.datastream.data_stream import _create_j_data_stream_python_function_info
     from pyflink.fn_execution.flink_fn_execution_pb2 import UserDefinedDataStreamFunction
     from pyflink.java_gateway import get_gateway
 
-    if ReplicaExecution(execution) is ReplicaExecution.PROCESS:
+    if not in_jvm(python_in):
         return stream.process(function, output_type=output_type)
     j_stream = stream._j_data_stream
     j_output_type = output_type.get_java_type_info()
     operator = getattr(get_gateway().jvm, f"{_EMBEDDED}.EmbeddedPythonProcessOperator")(
-        operator_configuration(j_stream.getExecutionEnvironment(), execution),
+        operator_configuration(j_stream.getExecutionEnvironment(), python_in),
         _create_j_data_stream_python_function_info(function, UserDefinedDataStreamFunction.PROCESS),
         j_stream.getTransformation().getOutputType(), j_output_type)
     return DataStream(j_stream.transform("PROCESS", j_output_type, operator))

@@ -16,7 +16,7 @@ from typing import Callable, List, Optional
 
 from pyflink.datastream import KeyedCoProcessFunction, RuntimeContext
 
-from ..config import ReplicaExecution, TrainConfig, TrainerMode
+from ..config import PythonIn, TrainConfig
 from ..core import wire
 from ..core.events import Broadcast, FinalModel, Metrics, ModeChange, Prediction
 from ..core.messages import DeadLetter, RefusedMessage, preview
@@ -79,10 +79,10 @@ class ReplicaFunction(KeyedCoProcessFunction):
         # in thread mode the replicas of a TaskManager share one TensorFlow: one inter-op
         # thread for each, or their steps run one after the other
         configure_tensorflow_threads(cfg.tf_intra_op_threads, cfg.replicas
-                                     if cfg.replica_execution is ReplicaExecution.THREAD else None)
+                                     if cfg.python_in is PythonIn.JVM else None)
         model = KerasModelAdapter(load_model(self._model, seed=cfg.seed), sparse_values=cfg.sparse_values)
-        self._replica = Replica.from_config(index, model, cfg)
-        self._trainer = (TrainerThread(self._replica) if cfg.trainer is TrainerMode.THREAD
+        self._replica = Replica(index, model, cfg)
+        self._trainer = (TrainerThread(self._replica) if cfg.trainer_thread
                          else InlineTrainer(self._replica))
         self._metrics_tag = types.metrics_tag(cfg.name)
         self._feedback_tag = types.feedback_tag(cfg.name)
@@ -96,8 +96,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._reported_saturated = False
         self._reported_applied = self._reported_at = 0
         self._next_probe = time.time() + self._probe_every_s
-        self._exporter = (ModelExporter(cfg.export_dir, cfg.export_every_s)
-                          if cfg.export_every_s is not None and index == 0 else None)
+        self._exporter = (ModelExporter(cfg.exports.dir, cfg.exports.every_s)
+                          if cfg.exports is not None and index == 0 else None)
         self._export_failures = 0
         if self._exporter is not None:
             self._exporter.check_folder()  # a bad folder fails the job now, not minutes into training

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
-from ..config import ReplicaExecution
+from ..config import TrainConfig, as_train_config
 from ..core import wire
 from ..core.messages import Batch
 from ..errors import ConfigError
@@ -70,14 +70,14 @@ class PacedBatches:
 
 
 def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: float = 0.0, name: str = "tensair",
-                 execution: str = "thread"):
+                 config: Optional[TrainConfig] = None):
     """A stream of ``count`` encoded batches, ``make_batch(0) .. make_batch(count - 1)``, paced at
     ``rate`` batches per second (0: as fast as the job takes them). See :class:`PacedBatches`.
 
-    ``make_batch`` runs inside the TaskManager's JVM like thread-mode replicas (``execution``
-    ``"thread"``, the default: no Beam crossing for the batch, 1.23x the dense batches/s of two
-    replicas, docs/measurements.md; it shares that TaskManager's GIL with them) or in a Python
-    worker (``"process"``: pass the jobs' ``TrainConfig.replica_execution`` here too). Make it a
+    ``make_batch`` runs where the replicas' Python runs (``config``, the
+    :class:`~pyflink_tensair.TrainConfig` of the ``train()`` it feeds: ``python_in``): inside the
+    TaskManager's JVM by default (no Beam crossing for the batch, 1.23x the dense batches/s of two
+    replicas, docs/measurements.md; it shares that TaskManager's GIL with them). Make it a
     module-level function or a ``functools.partial`` of one, and load data sets lazily inside it
     (once per worker). Saturated replicas hold it back through ``train()``'s credit gate
     (``TrainConfig.backpressure``).
@@ -89,22 +89,18 @@ def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: f
     """
     from . import types
     from .environment import use_this_interpreter
+    from .execution import in_jvm, process
 
     if not isinstance(count, int) or count < 1:
         raise ConfigError(f"count must be an int >= 1. Received: count={count!r}")
     paced = PacedBatches(make_batch, rate)  # checks the rate now
-    try:
-        execution = ReplicaExecution(execution)
-    except ValueError:
-        raise ConfigError(f"execution must be 'process' or 'thread'. Received: execution={execution!r}") from None
+    config = as_train_config(TrainConfig() if config is None else config)
     use_this_interpreter(env)
     numbers = number_sequence(env, 0, count - 1, name=f"{name}: batch numbers", uid=f"{name}-batch-numbers")
-    if execution is ReplicaExecution.PROCESS:
+    if not in_jvm(config.python_in):
         made = numbers.map(paced, output_type=types.bytes_type())
     else:
-        from .execution import process
-
-        made = process(numbers, _paced_process(paced), types.bytes_type(), execution)
+        made = process(numbers, _paced_process(paced), types.bytes_type(), config.python_in)
     return (made.name(f"{name}: make batches" + (f" at {rate:g}/s" if rate else "")).uid(f"{name}-make-batches")
             .set_parallelism(1))
 

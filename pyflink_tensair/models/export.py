@@ -28,6 +28,7 @@ import time
 from typing import Callable, List, Optional, Tuple
 
 from ..errors import ConfigError
+from ..validation import is_number
 
 _NAME = re.compile(r"^model-v(\d+)\.keras$")
 
@@ -58,7 +59,7 @@ class ModelExporter:
     def __init__(self, directory: str, every_s: float, clock: Callable[[], float] = time.monotonic):
         if not isinstance(directory, str) or not directory:
             raise ConfigError(f"the export folder must be a non-empty path. Received: {directory!r}")
-        if isinstance(every_s, bool) or not isinstance(every_s, (int, float)) or not every_s > 0:
+        if not is_number(every_s) or not every_s > 0:
             raise ConfigError(f"the export interval must be a number of seconds > 0. Received: {every_s!r}")
         self.directory = directory
         self.every_s = float(every_s)
@@ -73,10 +74,10 @@ class ModelExporter:
             os.makedirs(self.directory, exist_ok=True)
         except OSError as err:
             raise ConfigError(f"cannot create the export folder {self.directory!r} ({err.strerror}): give "
-                              "export_dir (--export-dir) a folder the TaskManagers can write") from None
+                              "export_dir (--exports-dir) a folder the TaskManagers can write") from None
         if not os.access(self.directory, os.W_OK | os.X_OK):
             raise ConfigError(f"the export folder {self.directory!r} is not writable: give export_dir "
-                              "(--export-dir) a folder the TaskManagers can write")
+                              "(--exports-dir) a folder the TaskManagers can write")
 
     def due(self) -> bool:
         """True once per interval: the caller then exports (and nothing more is due until it did)."""

@@ -69,7 +69,7 @@ public class EmbeddedReplicaOperator<K> extends EmbeddedPythonKeyedCoProcessOper
                                 + "TaskManager loaded it with its own copy of flink-python. Put flink-python-*.jar "
                                 + "(the pyflink package's opt/ folder) into the cluster's lib/ folder, or run the "
                                 + "replicas in Python worker processes: TrainConfig(replica_execution='process'), "
-                                + "--replica-execution process",
+                                + "--python-in processes",
                         e);
             }
         }
