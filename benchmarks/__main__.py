@@ -28,10 +28,10 @@ def main(argv=None) -> int:
     p_run.add_argument("--replicas", help="comma-separated replica counts, e.g. 1,2")
     p_run.add_argument("--modes", help="comma-separated: local,cluster")
     p_run.add_argument("--seconds", type=float, help="arrival seconds per probe")
-    p_run.add_argument("--replica-execution", choices=["process", "thread"],
-                       help="where every system's training operators run (TrainConfig.replica_execution)")
-    p_run.add_argument("--source-execution", choices=["process", "thread"],
-                       help="where every system's batches are made (batch_source's execution)")
+    p_run.add_argument("--python-in", choices=["jvm", "processes"],
+                       help="where every system's training operators run (TrainConfig.python_in; default: jvm)")
+    p_run.add_argument("--source-python-in", choices=["jvm", "processes"],
+                       help="where every system's batches are made (the python_in of batch_source's config; default: jvm)")
     p_run.add_argument("--bisections", type=int, help="bisection steps after the doubling (each halves the bracket)")
     p_run.add_argument("--results", default=DEFAULT_RESULTS, help=f"JSON lines to append to (default: {DEFAULT_RESULTS})")
     p_report = sub.add_parser("report", help="write docs/benchmarks.md and PNG plots from results")
@@ -41,29 +41,34 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "run":
-        from benchmarks.throughput.probe_job import SYSTEMS
+        from benchmarks.throughput.probe_job import PYTHON_IN, SYSTEMS
         from benchmarks.throughput.run import Spec, run
 
         spec = Spec.quick() if args.quick else Spec()
         if args.spec:
             with open(args.spec) as f:
-                spec = Spec(**{**vars(spec), **json.load(f)})
+                fields = json.load(f)
+            wrong = Spec.unknown_fields(fields)
+            if wrong:
+                parser.error(f"{args.spec}: " + "; ".join(wrong))
+            spec = Spec(**{**vars(spec), **fields})
         for name, convert in (("systems", str), ("workloads", str), ("replicas", int), ("modes", str)):
             value = getattr(args, name)
             if value:
                 setattr(spec, name, [convert(v) for v in value.split(",") if v])
         if args.seconds:
             spec.seconds = args.seconds
-        if args.replica_execution:
-            spec.replica_execution = args.replica_execution
-        if args.source_execution:
-            spec.source_execution = args.source_execution
+        if args.python_in:
+            spec.python_in = args.python_in
+        if args.source_python_in:
+            spec.source_python_in = args.source_python_in
         if args.bisections is not None:
             spec.bisections = args.bisections
         bad = [s for s in spec.systems if s not in SYSTEMS] + [w for w in spec.workloads if w not in ("dense", "sparse")] \
-            + [m for m in spec.modes if m not in ("local", "cluster")] + [r for r in spec.replicas if r < 1]
+            + [m for m in spec.modes if m not in ("local", "cluster")] + [r for r in spec.replicas if r < 1] \
+            + [p for p in (spec.python_in, spec.source_python_in) if p not in PYTHON_IN]
         if bad:
-            parser.error(f"unknown systems, workloads, modes or replica counts: {bad}")
+            parser.error(f"unknown systems, workloads, modes, replica counts or python_in values: {bad}")
         import signal
 
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up (the cluster is stopped by PID)

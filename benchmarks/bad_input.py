@@ -238,7 +238,7 @@ def messages_run(copies: int) -> dict:
 
     build = functools.partial(zoo.embedding_classifier, vocabulary=100, dim=8, length=4, classes=2)
     sender = KerasModelAdapter(load_model(build, seed=0))
-    receiver = Replica(0, 2, KerasModelAdapter(load_model(build, seed=0)), staleness_bound=1,
+    receiver = Replica(0, KerasModelAdapter(load_model(build, seed=0)), replicas=2, staleness_bound=1,
                        guards=Guards(max_gradient_norm=100.0))
 
     rng = np.random.default_rng(0)

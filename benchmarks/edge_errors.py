@@ -35,7 +35,7 @@ def _cases(scratch: str) -> List[Tuple[str, List[str], dict]]:
     return [
         ("a configuration value out of range", _job("quickstart.py", "--replicas", "0"), {}),
         ("a staleness bound that is no number", _job("quickstart.py", "--staleness-bound", "soon"), {}),
-        ("an unknown bad-input policy", _job("quickstart.py", "--bad-input", "drop"), {}),
+        ("an unknown bad-input policy", _job("quickstart.py", "--guards-bad-input", "drop"), {}),
         ("a CIFAR-10 folder that does not exist", _job("image_classification.py", "--data", "cifar10:/nonexistent"), {}),
         ("a corpus that does not exist", _job("word2vec.py", "--corpus", "/nonexistent"), {}),
         ("a saved model that does not exist", _job("image_classification.py", "--model", "/nonexistent.keras"), {}),

@@ -12,27 +12,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
+
+from benchmarks.jobrun import run_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = [("1 replica", "1", []), ("2 replicas, staleness 0", "2", ["--staleness-bound", "0"]),
             ("2 replicas, defaults (bound 1, averaging)", "2", []),
-            ("2 replicas, TensAIR's rule", "2", ["--staleness-bound", "none", "--average-every", "none"])]
+            ("2 replicas, TensAIR's rule", "2", ["--staleness-bound", "none", "--peer-updates-average-every", "none"])]
 
 
-def run_job(name: str, replicas: str, flags, extra, folder: str) -> dict:
+def run_setting(name: str, replicas: str, flags, extra, folder: str) -> dict:
+    """The image job's summary with ``flags`` (and ``extra``), its results in ``folder/name``."""
     from pyflink_tensair.cluster import client_environment
 
-    summary = os.path.join(folder, f"{name}.json")
-    command = [sys.executable, os.path.join(ROOT, "jobs", "image_classification.py"), "--replicas", replicas, *flags,
-               "--summary", summary, "--outdir", os.path.join(folder, name), *extra]
-    result = subprocess.run(command, capture_output=True, text=True, env=client_environment())
-    if result.returncode != 0:
-        raise RuntimeError(f"image_classification {name} failed:\n{result.stderr[-3000:]}")
-    with open(summary) as f:
-        return json.load(f)
+    return run_job(os.path.join(ROOT, "jobs", "image_classification.py"),
+                   ["--replicas", replicas, *flags, "--outdir", os.path.join(folder, name), *extra],
+                   timeout=None, env=client_environment())
 
 
 def plot(runs, path: str) -> None:
@@ -67,7 +63,7 @@ def main(argv=None):
     runs = []
     with tempfile.TemporaryDirectory() as folder:
         for i, (label, replicas, flags) in enumerate(SETTINGS):
-            summary = run_job(f"run-{i}", replicas, flags, extra, folder)
+            summary = run_setting(f"run-{i}", replicas, flags, extra, folder)
             runs.append((label, summary))
             passes = " ".join(f"{a:.3f}" for a in summary["pass_accuracy"])
             print(f"{label:42s} per pass: {passes} | held-out {summary['holdout_accuracy']:.3f} | "

@@ -30,10 +30,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
+
+from benchmarks.jobrun import run_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMAGES = os.path.join(ROOT, "jobs", "image_classification.py")
@@ -93,13 +93,10 @@ def ours(servers: str, topic: str, replicas: int, outdir: str, rate: float = 0.0
     from pyflink_tensair.cli.progress import LinesFollower
     from pyflink_tensair.core.events import Metrics
 
-    summary_path = os.path.join(outdir, "summary.json")
-    command = [sys.executable, IMAGES, "--source", "kafka", "--bootstrap-servers", servers, "--topic", topic,
-               "--replicas", str(replicas), "--batch-size", str(BATCH_SIZE), "--learning-rate", str(LEARNING_RATE),
-               "--outdir", outdir, "--summary", summary_path, "--rate", str(rate / BATCH_SIZE)]
-    with open(os.path.join(outdir, "job.log"), "w") as log:
-        subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
-    summary = json.load(open(summary_path))
+    summary = run_job(IMAGES, ["--source", "kafka", "--bootstrap-servers", servers, "--topic", topic,
+                               "--replicas", str(replicas), "--batch-size", str(BATCH_SIZE),
+                               "--learning-rate", str(LEARNING_RATE), "--outdir", outdir, "--rate", str(rate / BATCH_SIZE)],
+                      timeout=None, log=os.path.join(outdir, "job.log"))
     metrics = [m for m in LinesFollower(outdir, "metrics", Metrics.from_json).poll() if m.phase == "batch"]
     return {"records_per_s": summary["batches_per_s"] * BATCH_SIZE, "batches": summary["batches"],
             "holdout_accuracy": summary.get("holdout_accuracy"),

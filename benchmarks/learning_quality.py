@@ -11,7 +11,7 @@ library's defaults and TensAIR's plain rule::
 
     python -m benchmarks.learning_quality --job digits --seeds 1,2 --json benchmarks/results/quality-digits.json
     python -m benchmarks.learning_quality --job quickstart --seeds 1,2,3
-    python -m benchmarks.learning_quality --job digits --settings "bound 2=--staleness-bound 2;scaled=--peer-scale 0.5"
+    python -m benchmarks.learning_quality --job digits --settings "bound 2=--staleness-bound 2;scaled=--peer-updates-scale 0.5"
 """
 
 from __future__ import annotations
@@ -21,16 +21,17 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
-import sys
 import tempfile
 from typing import Dict, List, Optional, Tuple
+
+from benchmarks.jobrun import run_job
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBS = {"digits": "image_classification.py", "quickstart": "quickstart.py", "word2vec": "word2vec.py"}
 DEFAULT_SETTINGS = ("1 replica=--replicas 1;sync=--replicas 2 --staleness-bound 0;"
                     "DASGD (defaults)=--replicas 2;"
-                    "DASGD (TensAIR: no bound, no averaging)=--replicas 2 --staleness-bound none --average-every none")
+                    "DASGD (TensAIR: no bound, no averaging)=--replicas 2 --staleness-bound none "
+                    "--peer-updates-average-every none")
 COLUMNS = (("holdout_accuracy", "held-out acc."), ("holdout_accuracy_averaged", "held-out acc., averaged model"),
            ("final_loss", "final loss"), ("cooccurring_after", "co-occurrence cos."),
            ("cooccurring_gap", "co-occurring - shuffled cos."), ("max_staleness", "max staleness"),
@@ -69,14 +70,10 @@ def figures(summary: dict) -> Dict[str, Optional[float]]:
 def run_once(job: str, flags: List[str], seed: int, folder: str, extra: List[str]) -> dict:
     from pyflink_tensair.cluster import client_environment
 
-    summary = os.path.join(folder, "summary.json")
-    command = [sys.executable, os.path.join(ROOT, "jobs", JOBS[job]), *flags, "--seed", str(seed), "--summary", summary,
-               "--outdir", os.path.join(folder, "out"), "--checkpoint-interval", "0", *extra]
-    result = subprocess.run(command, capture_output=True, text=True, env=client_environment(), cwd=ROOT)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
-    with open(summary) as f:
-        return json.load(f)
+    return run_job(os.path.join(ROOT, "jobs", JOBS[job]),
+                   [*flags, "--seed", str(seed), "--outdir", os.path.join(folder, "out"),
+                    "--checkpoints-interval-s", "none", *extra],
+                   timeout=None, env=client_environment(), cwd=ROOT)
 
 
 def table(rows: List[dict]) -> str:

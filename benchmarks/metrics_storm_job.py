@@ -1,9 +1,10 @@
 """Short thread-mode training jobs, submitted one after the other by one ``flink run -py``.
 
 The job of :mod:`benchmarks.metrics_storm`: ``--jobs`` copies of the quickstart job (``--replicas``
-replicas in thread mode, ``--batches`` batches unpaced), each submitted as soon as the one before
-is (``execute_async``): they wait for slots, start, train and end one after another, so that
-Python operators close often while the metrics are queried. Prints ``JobID <id>`` per job and
+replicas and their batch source with ``python_in="jvm"``, PyFlink's thread mode; ``--batches``
+batches unpaced), each submitted as soon as the one before is (``execute_async``): they wait for
+slots, start, train and end one after another, so that Python operators close often while the
+metrics are queried. Prints ``JobID <id>`` per job and
 exits once every job has ended (non-zero if one failed).
 
     flink run -py benchmarks/metrics_storm_job.py --jobs 4 --replicas 2 --batches 40
@@ -23,8 +24,8 @@ def build(env, replicas: int, batches: int, batch_size: int, name: str):
     from pyflink_tensair.models import zoo
 
     make = functools.partial(teacher_classification_batch, batch_size=batch_size, features=20, classes=4, seed=0)
-    config = TrainConfig(name=name, replicas=replicas, replica_execution="thread")
-    stream = batch_source(env, batches, make, name=name, execution="thread")
+    config = TrainConfig(name=name, replicas=replicas, python_in="jvm")
+    stream = batch_source(env, batches, make, name=name, config=config)
     train(stream, model=functools.partial(zoo.quickstart_classifier, features=20, classes=4), config=config,
           check_model=False)
 

@@ -18,47 +18,36 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from typing import Dict, List
 
 from pyflink_tensair.processes import tree as process_tree
 
+from .jobrun import run_job
 from .throughput.memory import _kind, _status
 
 JOB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jobs", "quickstart.py")
 
 
 def _run(args: List[str], outdir: str, sample_every: float = 0.0):
-    """Runs the quickstart job; returns its summary and (with ``sample_every``) RSS samples
-    ``[(seconds, {pid: (kind, MiB)})]``."""
-    summary_path = os.path.join(outdir, "summary.json")
-    command = [sys.executable, "-u", JOB, *args, "--outdir", outdir, "--summary", summary_path]
+    """Runs the quickstart job (its output in ``outdir/job.log``); returns its summary and (with
+    ``sample_every``) RSS samples ``[(seconds, {pid: (kind, MiB)})]``."""
     samples = []
     began = time.time()
-    with open(os.path.join(outdir, "job.log"), "w") as log:
-        job = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            while job.poll() is None:
-                if sample_every:
-                    now = {}
-                    for pid in process_tree([job.pid]):
-                        status = _status(pid)
-                        if "VmRSS" in status:
-                            kind = "python_client" if pid == job.pid else _kind(pid)
-                            now[pid] = (kind, int(status["VmRSS"].split()[0]) / 1024)
-                    samples.append((round(time.time() - began, 2), now))
-                time.sleep(sample_every or 0.5)
-        finally:
-            if job.poll() is None:
-                job.kill()
-    if job.returncode != 0:
-        tail = open(os.path.join(outdir, "job.log")).read()[-3000:]
-        raise RuntimeError(f"the job failed ({job.returncode}):\n{tail}")
-    with open(summary_path) as f:
-        return json.load(f), samples
+
+    def sample(job_pid: int) -> None:
+        now = {}
+        for pid in process_tree([job_pid]):
+            status = _status(pid)
+            if "VmRSS" in status:
+                kind = "python_client" if pid == job_pid else _kind(pid)
+                now[pid] = (kind, int(status["VmRSS"].split()[0]) / 1024)
+        samples.append((round(time.time() - began, 2), now))
+
+    summary = run_job(JOB, [*args, "--outdir", outdir], timeout=None, log=os.path.join(outdir, "job.log"),
+                      watch=sample if sample_every else None, watch_every_s=sample_every or 0.5)
+    return summary, samples
 
 
 def _metrics(outdir: str) -> List[dict]:
@@ -117,7 +106,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out", metavar="PNG", help="the plot of memory per process over time")
     parser.add_argument("--json", metavar="PATH", help="the figures and samples")
     args = parser.parse_args(argv)
-    common = ["--replicas", str(args.replicas), "--checkpoint-interval", "10"]
+    common = ["--replicas", str(args.replicas), "--checkpoints-interval-s", "10"]
     with tempfile.TemporaryDirectory(prefix="overload-") as workdir:
         os.makedirs(os.path.join(workdir, "probe"))
         probe, _ = _run([*common, "--batches", str(args.probe_batches)], os.path.join(workdir, "probe"))

@@ -4,7 +4,7 @@
     python -m benchmarks.recovery cost --workload dense --workload sparse  # what a checkpoint costs
     python -m benchmarks.recovery savepoint --staleness 0 --staleness none  # stop with a savepoint, resume
 
-``kill``: the quickstart job, 2 replicas, paced, checkpoints every ``--checkpoint-interval`` s;
+``kill``: the quickstart job, 2 replicas, paced, checkpoints every ``--checkpoints-interval-s`` s;
 once a checkpoint completed and both replicas trained ``--kill-after`` steps, one TaskManager and
 its Python workers get SIGKILL and replacements start (``cluster.ensure_taskmanagers``). The same
 job runs undisturbed beside it. Printed per run: restores, batches trained by the final state,
@@ -25,6 +25,7 @@ and (``--staleness 0``) the replicas' difference against the undisturbed run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -32,6 +33,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from benchmarks.jobrun import read_summary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICKSTART = os.path.join(ROOT, "jobs", "quickstart.py")
@@ -126,6 +129,7 @@ def _submit(folder, args, kill=None, sampler=None, stop=None, savepoint=None):
     replicas' snapshot gauges and appends their summary; ``savepoint``: start from it. Returns
     (result, job id, kill time)."""
     from pyflink_tensair import cluster
+    from pyflink_tensair.waiting import WaitTimeout, wait_until
 
     url = cluster.rest_url(folder)
     outcome = {}
@@ -140,15 +144,15 @@ def _submit(folder, args, kill=None, sampler=None, stop=None, savepoint=None):
             polling.start()
         if stop is not None:
             steps, target, out = stop
-            deadline = time.time() + 300
-            while time.time() < deadline and _min_model_version(url, job_id) < steps:
-                time.sleep(0.5)
+            with contextlib.suppress(WaitTimeout):  # stop after 300 s all the same
+                wait_until(lambda: _min_model_version(url, job_id) >= steps, 300, interval_s=0.5,
+                           what=f"{steps} model versions on every replica")
             began = time.time()
             out.update(location=cluster.stop_with_savepoint(folder, target, job_id=job_id), stop_s=round(time.time() - began, 2))
         if kill is not None:
-            deadline = time.time() + 300
-            while time.time() < deadline and (_checkpoints(url, job_id)["completed"] < 1 or _min_model_version(url, job_id) < kill):
-                time.sleep(0.5)
+            with contextlib.suppress(WaitTimeout):  # kill after 300 s all the same
+                wait_until(lambda: _checkpoints(url, job_id)["completed"] >= 1 and _min_model_version(url, job_id) >= kill,
+                           300, interval_s=0.5, what=f"a checkpoint and {kill} model versions on every replica")
             killed_at = time.time()
             print(f"  killing TaskManager: PIDs {cluster.kill_taskmanager(folder)}", flush=True)
             cluster.await_failover(folder, job_id)
@@ -177,10 +181,10 @@ def kill_run(folder, work, staleness, args) -> dict:
         outdir = os.path.join(work, f"s{staleness}-{'kill' if disturbed else 'calm'}")
         summary_path = outdir + ".json"
         job_args = [QUICKSTART, "--replicas", "2", "--staleness-bound", staleness, "--batches", str(args.batches),
-                    "--rate", str(args.rate), "--checkpoint-interval", str(args.checkpoint_interval),
+                    "--rate", str(args.rate), "--checkpoints-interval-s", str(args.checkpoints_interval_s),
                     "--summary", summary_path, "--outdir", outdir]
         _, job_id, killed_at = _submit(folder, job_args, args.kill_after if disturbed else None)
-        summary = json.load(open(summary_path))
+        summary = read_summary(summary_path)
         run = {k: summary[k] for k in ("batches", "restores", "retrained_batches", "model_versions", "final_loss",
                                        "replica_max_weight_diff", "finished_replicas")}
         run["checkpoints"] = _checkpoints(cluster.rest_url(folder), job_id)
@@ -205,19 +209,19 @@ def savepoint_run(folder, work, staleness, args) -> dict:
     def job(name):
         outdir = os.path.join(work, f"s{staleness}-{name}")
         return outdir, [QUICKSTART, "--replicas", "2", "--staleness-bound", staleness, "--batches", str(args.batches),
-                        "--rate", str(args.rate), "--checkpoint-interval", str(args.checkpoint_interval),
+                        "--rate", str(args.rate), "--checkpoints-interval-s", str(args.checkpoints_interval_s),
                         "--summary", outdir + ".json", "--outdir", outdir]
 
     calm_dir, calm_args = job("calm")
     _submit(folder, calm_args)
-    calm = json.load(open(calm_dir + ".json"))
+    calm = read_summary(calm_dir + ".json")
     first_dir, first_args = job("stopped")
     stopped = {}
     _submit(folder, first_args, stop=(args.kill_after, os.path.join(work, "savepoints"), stopped))
     second_dir, second_args = job("resumed")
     resubmitted = time.time()
     _submit(folder, second_args, savepoint=stopped["location"])
-    resumed = json.load(open(second_dir + ".json"))
+    resumed = read_summary(second_dir + ".json")
     first = [m for m in _metrics(first_dir) if m.phase == "batch"]
     second = _metrics(second_dir)
     trained = [m.batch_id for m in first] + [m.batch_id for m in second if m.phase == "batch"]
@@ -248,12 +252,12 @@ def cost_run(folder, work, workload, args) -> dict:
     from pyflink_tensair import cluster
 
     figures = {}
-    for interval in (0.0, args.checkpoint_interval):
+    for interval in (0.0, args.checkpoints_interval_s):  # 0: no checkpoints, the reference
         outdir = os.path.join(work, f"{workload}-{interval:g}")
         job_args = [PROBE_JOB, "--system", args.system, "--workload", workload, "--replicas", "2", "--batches",
-                    str(args.cost_batches), "--checkpoint-interval", str(interval), "--outdir", outdir,
-                    "--state-backend", args.state_backend, "--staleness-bound", str(args.staleness_bound),
-                    "--rate", str(args.cost_rate)]
+                    str(args.cost_batches), "--checkpoints-interval-s", str(interval) if interval else "none",
+                    "--outdir", outdir, "--checkpoints-state-backend", args.checkpoints_state_backend,
+                    "--staleness-bound", str(args.staleness_bound), "--rate", str(args.cost_rate)]
         sampled = []
         _, job_id, _ = _submit(folder, job_args, sampler=sampled if interval else None)
         batches = sorted(m.time for m in _metrics(outdir) if m.phase == "batch")
@@ -275,12 +279,14 @@ def main(argv=None) -> int:
     parser.add_argument("--rate", type=float, default=10.0)
     parser.add_argument("--kill-after", type=int, default=60,
                         help="model versions every replica has before the kill (savepoint: before the stop)")
-    parser.add_argument("--checkpoint-interval", type=float, default=2.0)
+    parser.add_argument("--checkpoints-interval-s", type=float, default=2.0,
+                        help="Checkpoints.interval_s of the jobs (cost: also runs the same job without checkpoints)")
     parser.add_argument("--cost-batches", type=int, default=200)
     parser.add_argument("--cost-rate", type=float, default=0.0, help="cost: batches/s of the source (0: unpaced)")
     parser.add_argument("--system", choices=["dasgd", "bounded", "sync"], default="dasgd", help="cost: our system to run")
     parser.add_argument("--staleness-bound", type=int, default=4, help="cost: the bound of --system bounded")
-    parser.add_argument("--state-backend", choices=["hashmap", "rocksdb"], default="hashmap", help="cost: where state lives")
+    parser.add_argument("--checkpoints-state-backend", choices=["hashmap", "rocksdb"], default="hashmap",
+                        help="cost: where state lives (Checkpoints.state_backend)")
     parser.add_argument("--results", default=os.path.join(ROOT, "benchmarks", "results", "recovery.jsonl"))
     args = parser.parse_args(argv)
     from pyflink_tensair import cluster

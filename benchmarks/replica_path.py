@@ -7,19 +7,19 @@ machine's ceiling for the same replica count and pixels (``limit``: as many plai
 processes at once). The ratio of the two is the figure; its median and spread over repetitions
 are printed with the per-batch profile of the candidate's replicas::
 
-    python -m benchmarks.replica_path --workload dense --replicas 1 --repeats 3 --candidates inline,thread,thread+uint8
-    python -m benchmarks.replica_path --workload sparse --replicas 2 --candidates inline,thread --batches 200
-    python -m benchmarks.replica_path --workload dense --replicas 2 --candidates thread+embedded,thread+embedded+cluster
+    python -m benchmarks.replica_path --workload dense --replicas 1 --repeats 3 --candidates no-trainer-thread,trainer-thread,trainer-thread+uint8
+    python -m benchmarks.replica_path --workload sparse --replicas 2 --candidates no-trainer-thread,trainer-thread --batches 200
+    python -m benchmarks.replica_path --workload dense --replicas 2 --candidates trainer-thread+jvm,trainer-thread+jvm+cluster
 
 Profile per trained batch (from the replicas' metrics, first fifth left out): ``model`` inside the
 model, ``codec`` decoding inputs and encoding outputs in the function, ``callback`` inside Flink's
-callbacks in all (with an inline trainer the model is part of it), ``idle`` the trainer thread's
+callbacks in all (without a trainer thread the model is part of it), ``idle`` the trainer thread's
 wait for work, ``outside`` the function thread's time between callbacks (Java, the crossings,
 waiting for input). ``CPU ms per batch``: all the job's processes' CPU time per trained batch
 over the same window, by kind (the JVM, the Python workers: trainer and host threads together;
-with ``embedded`` the replicas' Python is inside the JVM's figure).
+with ``jvm`` the replicas' Python is inside the JVM's figure).
 
-A candidate without ``embedded`` runs its replicas in Python worker processes (``process``). The
+A candidate without ``jvm`` runs its replicas in Python worker processes (``processes``). The
 part ``cluster`` submits the run with ``flink run`` to a standalone cluster of two TaskManagers
 (one JVM each, slots spread evenly: one replica per TaskManager), started once for the whole
 command and stopped at its end; without it a run is a local mini-cluster (one JVM).
@@ -35,17 +35,17 @@ import sys
 import time
 from typing import Dict, List
 
-CANDIDATES: Dict[str, List[str]] = {
-    "inline": ["--trainer", "inline"],
-    "thread": ["--trainer", "thread"],
+CANDIDATES: Dict[str, List[str]] = {  # named as the probe's flags (TrainConfig's fields) say
+    "no-trainer-thread": ["--no-trainer-thread"],  # each Flink callback trains before it returns
+    "trainer-thread": ["--trainer-thread"],
     "own-process": ["--option", "python.fn-execution.memory.managed=false"],
     "uint8": ["--pixels", "uint8"],  # the dense workload's default since 2026-12-01
     "float32": ["--pixels", "float32"],
     "float16": ["--sparse-values", "float16"],  # sparse rows as half floats in gradient messages
-    "embedded": ["--replica-execution", "thread"],  # the replicas inside the TaskManager's JVM (PEMJA)
-    "process": ["--replica-execution", "process"],  # the replicas in Python worker processes
-    "source-embedded": ["--source-execution", "thread"],  # the batch source's make_batch in the JVM (default)
-    "source-process": ["--source-execution", "process"],  # ... in a Python worker (the default until 2026-12-01)
+    "jvm": ["--python-in", "jvm"],  # the replicas inside the TaskManager's JVM (PEMJA)
+    "processes": ["--python-in", "processes"],  # the replicas in Python worker processes
+    "source-jvm": ["--source-python-in", "jvm"],  # the batch source's make_batch in the JVM (default)
+    "source-processes": ["--source-python-in", "processes"],  # ... in a Python worker (the default until 2026-12-01)
     "broadcast-4": ["--broadcast-every", "4"],  # a replica's gradients of 4 local steps summed into one message
     "broadcast-8": ["--broadcast-every", "8"],  # ... of 8 (TensAIR's knob: fewer messages, staler peers)
     "unfused": ["--unfused-step"],  # compute, then apply, in two calls (before 2026-12-02); its limit too
@@ -53,8 +53,10 @@ CANDIDATES: Dict[str, List[str]] = {
     "bound-1": ["--system", "bounded", "--staleness-bound", "1"],
     "bound-2": ["--system", "bounded", "--staleness-bound", "2"],
     "bound-4": ["--system", "bounded", "--staleness-bound", "4"],
-    "average-8": ["--average-every", "8"],  # periodic model averaging every 8 local steps
+    "average-8": ["--peer-updates-average-every", "8"],  # periodic model averaging every 8 local steps
 }
+RENAMED = {"inline": "no-trainer-thread", "thread": "trainer-thread", "embedded": "jvm", "process": "processes",
+           "source-embedded": "source-jvm", "source-process": "source-processes"}  # before TrainConfig.python_in
 
 
 CLUSTER = "cluster"  # a candidate part that is not a probe_job argument: where the run is submitted
@@ -65,6 +67,9 @@ def on_cluster(name: str) -> bool:
 
 
 def candidate_args(name: str) -> List[str]:
+    renamed = [f"{part!r} is now {RENAMED[part]!r}" for part in name.split("+") if part in RENAMED]
+    if renamed:
+        raise SystemExit(f"renamed candidate parts in {name!r}: {', '.join(renamed)}")
     args = []
     for part in name.split("+"):
         if part == CLUSTER:
@@ -74,8 +79,8 @@ def candidate_args(name: str) -> List[str]:
         args += CANDIDATES[part]
     if "--unfused-step" in args and on_cluster(name):
         raise SystemExit("the candidate part 'unfused' is set in the client's environment: local runs only")
-    if "--replica-execution" not in args:  # a candidate says where the replicas run, whatever the default
-        args += CANDIDATES["process"]
+    if "--python-in" not in args:  # a candidate says where the replicas run, whatever the default
+        args += CANDIDATES["processes"]
     return args
 
 
@@ -140,8 +145,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.replica_path", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", choices=["dense", "sparse"], default="dense")
     parser.add_argument("--replicas", type=int, default=1)
-    parser.add_argument("--candidates", default="inline,thread", help="comma-separated; parts joined with '+': "
-                                                                      + ", ".join(CANDIDATES))
+    parser.add_argument("--candidates", default="no-trainer-thread,trainer-thread",
+                        help="comma-separated; parts joined with '+': " + ", ".join([*CANDIDATES, CLUSTER]))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batches", type=int, default=300, help="batches per candidate run")
     parser.add_argument("--results", default=os.path.join("benchmarks", "results", "replica_path.jsonl"))

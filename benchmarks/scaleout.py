@@ -187,7 +187,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.scaleout", description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", choices=["dense", "sparse"], default="dense")
     parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--h-batch-ms", type=float, required=True, help="host time per batch (replica_path 'outside', inline)")
+    parser.add_argument("--h-batch-ms", type=float, required=True, help="host time per batch (replica_path 'outside', no-trainer-thread)")
     parser.add_argument("--h-message-ms", type=float, required=True, help="host time per peer message, less its bytes")
     parser.add_argument("--h-byte-ns", type=float, required=True, help="host time per byte of a record")
     parser.add_argument("--cpu-per-batch-ms", type=float, help="all processes' CPU per batch at one replica")

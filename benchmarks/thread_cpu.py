@@ -5,8 +5,8 @@ own clocks; this splits a process's CPU by who spent it. Threads are named from 
 the JVM's own list (``jcmd PID Thread.print``: Flink's task threads, network flushers, JIT
 compilers, GC), py-spy's dump where py-spy is installed (the embedded interpreter's Python
 threads, e.g. ``tensair-trainer-0``), and otherwise the OS name, marked ``native``: in a
-TaskManager that hosts thread-mode replicas those are TensorFlow's pool threads (they inherit
-the name of the task thread that built the model). Digits in names are collapsed, so the rows
+TaskManager that hosts replicas (``python_in="jvm"``) those are TensorFlow's pool threads (they
+inherit the name of the task thread that built the model). Digits in names are collapsed, so the rows
 are kinds of thread. With ``--metrics DIR`` (a job's metrics files) the figures are also per
 trained batch over the same window::
 

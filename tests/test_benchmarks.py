@@ -1,5 +1,6 @@
 """The throughput benchmark: its verdict, its search, the Flink ML baseline's protocol, the report,
-and `python -m benchmarks run --quick` end to end (what CI runs)."""
+and `python -m benchmarks run --quick` end to end (what CI runs); the other benchmarks' pure parts
+and the runner of jobs they share."""
 
 import json
 import os
@@ -163,6 +164,48 @@ def test_report_divides_each_row_by_the_limit_of_its_own_run(tmp_path):
     assert "dasgd 1 replica / limit 1 process = 0.50" in text
 
 
+def test_report_says_where_python_ran_from_new_records_and_from_old_ones(tmp_path):
+    """Records of runs before TrainConfig.python_in say replica_execution/source_execution
+    ("thread"/"process"): an old results file still renders, in the new names."""
+    def render(**where):
+        results, out = tmp_path / "results.jsonl", tmp_path / "benchmarks.md"
+        records = [_record("limit", "dense", 1, 20.0, **where), _record("dasgd", "dense", 1, 8.0, **where)]
+        results.write_text("".join(json.dumps(r) + "\n" for r in records))
+        report.write_report(str(results), str(out))
+        return out.read_text()
+
+    said = "`python_in={}` (`TrainConfig.python_in`); batches made with `python_in={}`"
+    assert said.format("jvm", "processes") in render(replica_execution="thread", source_execution="process")
+    assert said.format("processes", "jvm") in render(python_in="processes", source_python_in="jvm")
+    assert said.format("processes", "processes") in render()  # the first records: worker processes
+
+
+def test_run_job_returns_the_summary_or_raises_with_the_tail_of_stderr(tmp_path):
+    from benchmarks.jobrun import run_job
+
+    script = tmp_path / "job.py"
+    script.write_text("import argparse, json, sys, time\n"
+                      "parser = argparse.ArgumentParser()\n"
+                      "parser.add_argument('--sleep', type=float, default=0.0)\n"
+                      "parser.add_argument('--fail', action='store_true')\n"
+                      "parser.add_argument('--summary')\n"
+                      "args = parser.parse_args()\n"
+                      "print('training', flush=True)\n"
+                      "time.sleep(args.sleep)\n"
+                      "if args.fail:\n"
+                      "    sys.exit('error: the data set is missing')\n"
+                      "json.dump({'batches': 3, 'cwd': __import__('os').getcwd()}, open(args.summary, 'w'))\n")
+    assert run_job(str(script), [], timeout=60, cwd=str(tmp_path)) == {"batches": 3, "cwd": os.path.realpath(tmp_path)}
+    with pytest.raises(RuntimeError, match=r"job.py --fail failed \(exit 1\):\nerror: the data set is missing"):
+        run_job(str(script), ["--fail"], timeout=60)
+    log, pids = tmp_path / "job.log", []
+    assert run_job(str(script), ["--sleep", "0.5"], timeout=60, log=str(log), watch=pids.append,
+                   watch_every_s=0.05)["batches"] == 3
+    assert log.read_text().startswith("training") and len(pids) >= 3 and len(set(pids)) == 1
+    with pytest.raises(RuntimeError, match="did not finish within 0.5 s"):
+        run_job(str(script), ["--sleep", "30"], timeout=0.5)
+
+
 @pytest.mark.flink
 def test_quick_benchmark_runs_end_to_end(tmp_path):
     pytest.importorskip("pyflink")
@@ -223,7 +266,7 @@ def test_replica_counts_the_time_its_model_works():
             time.sleep(0.02)
             return super().compute_gradients(batch)
 
-    replica = Replica(0, 1, SlowModel(3))
+    replica = Replica(0, SlowModel(3))
     events = [e for b in make_regression_batches(3, 3) for e in replica.on_batch(b)]
     busy = [e.model_busy_s for e in events if type(e).__name__ == "Metrics"]
     assert busy == sorted(busy) and busy[-1] >= 0.06
@@ -283,14 +326,20 @@ def test_replica_path_profile_is_per_batch_from_cumulative_metrics():
 
 
 def test_replica_path_candidates_name_probe_arguments_and_where_they_run():
-    from benchmarks.replica_path import candidate_args, on_cluster
+    from benchmarks.replica_path import CANDIDATES, candidate_args, on_cluster
+    from benchmarks.throughput.probe_job import build_parser
 
-    assert candidate_args("thread+embedded") == ["--trainer", "thread", "--replica-execution", "thread"]
-    assert candidate_args("thread+embedded+cluster") == candidate_args("thread+embedded")
-    assert on_cluster("thread+embedded+cluster") and not on_cluster("thread+embedded")
-    assert candidate_args("inline")[-2:] == ["--replica-execution", "process"]  # the replicas' place always said
+    assert candidate_args("trainer-thread+jvm") == ["--trainer-thread", "--python-in", "jvm"]
+    assert candidate_args("trainer-thread+jvm+cluster") == candidate_args("trainer-thread+jvm")
+    assert on_cluster("trainer-thread+jvm+cluster") and not on_cluster("trainer-thread+jvm")
+    assert candidate_args("no-trainer-thread")[-2:] == ["--python-in", "processes"]  # the replicas' place always said
     with pytest.raises(SystemExit, match="unknown candidate part 'clustr'.*cluster"):
-        candidate_args("thread+clustr")
+        candidate_args("trainer-thread+clustr")
+    with pytest.raises(SystemExit, match="'thread' is now 'trainer-thread', 'embedded' is now 'jvm'"):
+        candidate_args("thread+embedded")  # a command of docs/measurements.md's past runs
+    base = ["--system", "dasgd", "--workload", "dense", "--batches", "10", "--outdir", "/tmp/x"]
+    for name in CANDIDATES:  # every candidate is a command line the probe takes
+        build_parser().parse_args(base + candidate_args(name))
 
 
 def test_probe_job_passes_broadcast_every_to_our_replicas():
@@ -299,7 +348,44 @@ def test_probe_job_passes_broadcast_every_to_our_replicas():
 
     base = ["--system", "dasgd", "--workload", "dense", "--batches", "10", "--outdir", "/tmp/x"]
     assert parse_args(base).broadcast_every == 1
-    assert parse_args(base + candidate_args("thread+broadcast-8")).broadcast_every == 8
+    assert parse_args(base + candidate_args("trainer-thread+broadcast-8")).broadcast_every == 8
+
+
+def test_benchmark_flags_of_config_fields_are_spelled_as_the_jobs_flags():
+    """One name per idea: the probe's (and `python -m benchmarks run`'s) flag for a TrainConfig
+    field is the jobs' flag for it, and takes the same values."""
+    from benchmarks.__main__ import main as benchmarks_main
+    from benchmarks.throughput.probe_job import build_parser, parse_args
+    from pyflink_tensair.cli.settings import settings
+
+    jobs = {row.flag for row in settings()} | {"--no-trainer-thread"}
+    probe = {option for action in build_parser()._actions for option in action.option_strings}
+    fields = {"--replicas", "--staleness-bound", "--broadcast-every", "--sparse-values", "--tf-intra-op-threads",
+              "--trainer-thread", "--no-trainer-thread", "--python-in", "--checkpoints-interval-s", "--checkpoints-dir",
+              "--checkpoints-state-backend", "--peer-updates-average-every"}
+    assert fields <= probe and fields <= jobs
+    old = {"--tf-threads", "--trainer", "--replica-execution", "--source-execution", "--checkpoint-interval",
+           "--checkpoint-dir", "--state-backend", "--average-every"}
+    assert not old & probe
+    base = ["--system", "dasgd", "--workload", "dense", "--batches", "10", "--outdir", "/tmp/x"]
+    args = parse_args(base + ["--checkpoints-interval-s", "none", "--peer-updates-average-every", "none",
+                              "--no-trainer-thread", "--python-in", "processes", "--source-python-in", "jvm"])
+    assert (args.checkpoints_interval_s, args.peer_updates_average_every, args.trainer_thread) == (None, None, False)
+    assert (args.python_in, args.source_python_in) == ("processes", "jvm")
+    with pytest.raises(SystemExit):
+        benchmarks_main(["run", "--replica-execution", "thread"])
+
+
+def test_a_spec_file_with_old_field_names_is_refused_naming_the_new_ones(tmp_path, capsys):
+    from benchmarks.__main__ import main as benchmarks_main
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"replica_execution": "thread", "tf_threads": 1, "seconds": 4.0}))
+    with pytest.raises(SystemExit) as exit_:
+        benchmarks_main(["run", "--spec", str(spec), "--results", str(tmp_path / "results.jsonl")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "'replica_execution' is now 'python_in' ('thread' is 'jvm'" in err
+    assert "'tf_threads' is now 'tf_intra_op_threads'" in err and not (tmp_path / "results.jsonl").exists()
 
 
 def test_thread_cpu_labels_threads_by_kind_and_counts_batches_in_the_window(tmp_path):
@@ -366,8 +452,8 @@ def test_staleness_accuracy_reports_each_replica_and_the_average():
 def test_learning_quality_parses_settings_and_tabulates_means_per_setting():
     from benchmarks import learning_quality
 
-    assert learning_quality.parse_settings("a=--replicas 1;;b = --replicas 2 --peer-scale 0.5") == [
-        ("a", ["--replicas", "1"]), ("b", ["--replicas", "2", "--peer-scale", "0.5"])]
+    assert learning_quality.parse_settings("a=--replicas 1;;b = --replicas 2 --peer-updates-scale 0.5") == [
+        ("a", ["--replicas", "1"]), ("b", ["--replicas", "2", "--peer-updates-scale", "0.5"])]
     with pytest.raises(ValueError, match="a setting is 'label=flags'"):
         learning_quality.parse_settings("--replicas 2")
     single = learning_quality.figures({"replicas": 1, "holdout_accuracy": 0.9, "final_loss": 0.3})

@@ -2,9 +2,9 @@
 step changed; ``flinkml_full``: the whole model, as Flink ML itself does) and one model in one operator
 (``single``). Our own systems are ``pyflink_tensair.train`` with a staleness bound.
 
-Same batch source, codec, latency settings, Python worker mode, execution mode (`TrainConfig.replica_execution`:
-the workers, the updater and the one model run where our replicas run) and TensorFlow thread budget as our
-replicas: the baselines differ in their training pattern only.
+Same batch source, codec, latency settings, place of their Python (`TrainConfig.python_in`: the workers,
+the updater and the one model run where our replicas run) and TensorFlow thread budget as our replicas:
+the baselines differ in their training pattern only.
 
 ``flinkml``::
 
@@ -25,13 +25,13 @@ import time
 from pyflink.common import Types
 from pyflink.datastream import DataStream, KeyedCoProcessFunction, ProcessFunction, RuntimeContext
 
-from pyflink_tensair.config import ReplicaExecution, TrainConfig
+from pyflink_tensair.config import TrainConfig
 from pyflink_tensair.core import wire
 from pyflink_tensair.core.events import Metrics
 from pyflink_tensair.core.messages import DoneMessage, GradientMessage
 from pyflink_tensair.flink import types
 from pyflink_tensair.flink.environment import prepare_environment
-from pyflink_tensair.flink.execution import keyed_co_process, process
+from pyflink_tensair.flink.execution import in_jvm, keyed_co_process, process
 from pyflink_tensair.flink.functions import END_OF_TIME, subtask_index
 from pyflink_tensair.flink.loop import FeedbackLoop
 
@@ -41,9 +41,8 @@ from .flinkml_protocol import GradientUpdate, ModelUpdate, Updater, UpdaterDone,
 def _configure_tensorflow(config: TrainConfig) -> None:
     from pyflink_tensair.models.keras_adapter import configure_tensorflow_threads
 
-    # thread mode: the workers and the updater of a TaskManager share one TensorFlow (as our replicas do)
-    configure_tensorflow_threads(config.tf_intra_op_threads, config.replicas + 1
-                                 if config.replica_execution is ReplicaExecution.THREAD else None)
+    # in the JVM: the workers and the updater of a TaskManager share one TensorFlow (as our replicas do)
+    configure_tensorflow_threads(config.tf_intra_op_threads, config.replicas + 1 if in_jvm(config.python_in) else None)
 
 
 def _adapter(model, config: TrainConfig):
@@ -120,14 +119,14 @@ def flinkml(batches, *, model, config: TrainConfig, broadcast: str = "changed") 
     n = config.replicas
     # Routed, keyed and looped exactly as our replicas' inputs are (pyflink_tensair.flink.loop).
     loop = FeedbackLoop(batches, config)
-    # config.replica_execution puts the workers and the updater where our replicas run
+    # config.python_in puts the workers and the updater where our replicas run
     workers = keyed_co_process(loop.keyed_inputs().connect(loop.keyed_feedback(1, include_sender=True)),
-                               _WorkerFunction(model, config), Types.STRING(), config.replica_execution)
+                               _WorkerFunction(model, config), Types.STRING(), config.python_in)
     workers = loop.training_operator(loop.named(workers, "workers", "workers"))
     gradients = loop.side_output(workers, types.feedback_tag(config.name))
     models = loop.named(process(gradients, _UpdaterFunction(model, config, n, broadcast), types.bytes_type(),
-                                config.replica_execution), "updater", "updater").set_parallelism(1)
-    if config.replica_execution is ReplicaExecution.THREAD:
+                                config.python_in), "updater", "updater").set_parallelism(1)
+    if in_jvm(config.python_in):
         # one worker and the updater would share a task: two PEMJA interpreters on one thread
         # deadlock TensorFlow's PyGILState calls (seen: the task hung while opening the second)
         models = models.start_new_chain()
@@ -170,8 +169,8 @@ def single(batches, *, model, config: TrainConfig) -> DataStream:
 
     env = StreamExecutionEnvironment(batches._j_data_stream.getExecutionEnvironment())
     prepare_environment(env, config)
-    one = (process(batches, _SingleModel(model, config), Types.STRING(), config.replica_execution)
+    one = (process(batches, _SingleModel(model, config), Types.STRING(), config.python_in)
            .name(f"{config.name}: one model").uid(f"{config.name}-one-model").set_parallelism(1))
-    # a thread-mode batch source would share the model's task: two PEMJA interpreters on one
-    # thread (see flinkml); in process mode PyFlink chains operators of different modes never
-    return one.start_new_chain() if config.replica_execution is ReplicaExecution.THREAD else one
+    # a batch source in the JVM would share the model's task: two PEMJA interpreters on one
+    # thread (see flinkml); a model in worker processes PyFlink never chains to an operator of the other mode
+    return one.start_new_chain() if in_jvm(config.python_in) else one

@@ -10,6 +10,7 @@ peers runs it) in a plain Python loop over the same encoded batches, as fast as 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -25,11 +26,25 @@ FLINKML = {"flinkml": "changed", "flinkml_full": "model"}  # system -> what its 
 SYSTEMS = list(OURS) + list(FLINKML) + ["single", "limit"]
 
 
-def parse_args(argv):
-    from pyflink_tensair.cli.flags import parse_job_arguments
-    from pyflink_tensair.config import SPARSE_VALUES
+PYTHON_IN = ["jvm", "processes"]  # TrainConfig.python_in values a probe takes ("client" is the jobs' debugging aid)
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+
+def _or_none(parse):
+    """An argparse ``type``: ``none`` is ``None`` (as on the jobs' command lines), else ``parse(text)``."""
+
+    def value(text: str):
+        return None if text.strip().lower() == "none" else parse(text)
+
+    value.__name__ = parse.__name__
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The probe's flags; those of a ``TrainConfig`` field are spelled as the jobs' flag of that
+    field (``--python-in``, ``--checkpoints-interval-s``, ``--peer-updates-average-every``, ...)."""
+    from pyflink_tensair.config import SPARSE_VALUES, STATE_BACKENDS
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--system", choices=SYSTEMS, required=True)
     parser.add_argument("--workload", choices=["dense", "sparse"], required=True)
     parser.add_argument("--replicas", type=int, default=1)
@@ -38,33 +53,42 @@ def parse_args(argv):
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--pixels", choices=["float32", "uint8"], default="uint8", help="how dense images travel")
     parser.add_argument("--staleness-bound", type=int, default=4, help="the staleness bound of --system bounded")
-    parser.add_argument("--tf-threads", type=int, default=1)
-    parser.add_argument("--trainer", choices=["thread", "inline"], default="thread",
-                        help="TrainConfig.trainer of our systems")
-    parser.add_argument("--replica-execution", choices=["thread", "process"], default="thread",
-                        help="TrainConfig.replica_execution of every system's training operators (default: thread)")
-    parser.add_argument("--source-execution", choices=["thread", "process"], default="thread",
-                        help="where the batch source's make_batch runs (batch_source's execution)")
+    parser.add_argument("--tf-intra-op-threads", type=int, default=1,
+                        help="TrainConfig.tf_intra_op_threads of every system (default: 1)")
+    parser.add_argument("--trainer-thread", action=argparse.BooleanOptionalAction, default=True,
+                        help="TrainConfig.trainer_thread of our systems (default: a trainer thread)")
+    parser.add_argument("--python-in", choices=PYTHON_IN, default="jvm",
+                        help="TrainConfig.python_in of every system's training operators (default: jvm)")
+    parser.add_argument("--source-python-in", choices=PYTHON_IN, default="jvm",
+                        help="where the batch source's make_batch runs: the python_in of the config "
+                             "batch_source gets (default: jvm)")
     parser.add_argument("--outdir", required=True)
     parser.add_argument("--barrier", metavar="DIR", help="--system limit: start the loop once --processes "
                                                         "processes have written a file into DIR (so they overlap)")
     parser.add_argument("--processes", type=int, default=1)
-    parser.add_argument("--checkpoint-interval", type=float, default=0.0,
-                        help="our systems: TrainConfig.checkpoint_interval_s (0: no checkpoints)")
-    parser.add_argument("--checkpoint-dir", help="TrainConfig.checkpoint_dir (default: <outdir>/checkpoints)")
+    parser.add_argument("--checkpoints-interval-s", type=_or_none(float), default=None, metavar="FLOAT",
+                        help="our systems: Checkpoints.interval_s (default none: no checkpoints)")
+    parser.add_argument("--checkpoints-dir", help="Checkpoints.dir (default: <outdir>/checkpoints)")
     parser.add_argument("--sparse-values", choices=SPARSE_VALUES, default="float32", help="TrainConfig.sparse_values")
     parser.add_argument("--broadcast-every", type=int, default=1,
                         help="TrainConfig.broadcast_every of our systems: local steps summed into one message "
                              "(TensAIR's batching of gradients; 1 with --system sync)")
-    parser.add_argument("--state-backend", choices=["hashmap", "rocksdb"], default="hashmap", help="TrainConfig.state_backend")
-    parser.add_argument("--average-every", type=int, default=None,
-                        help="our DASGD systems: PeerUpdates.average_every (default: never, TensAIR's rule)")
+    parser.add_argument("--checkpoints-state-backend", choices=STATE_BACKENDS, default="hashmap",
+                        help="Checkpoints.state_backend (default: hashmap)")
+    parser.add_argument("--peer-updates-average-every", type=_or_none(int), default=None, metavar="INT",
+                        help="our DASGD systems: PeerUpdates.average_every (default none: never, TensAIR's rule)")
     parser.add_argument("--unfused-step", action="store_true",
                         help="replicas (and the plain loop) compute, then apply, in two calls, as before the fused "
                              "train_step (local runs only: it is set in this process's environment)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="a Flink setting for the job's environment (repeatable), e.g. python.fn-execution.memory.managed=false")
-    return parse_job_arguments(parser, argv)  # a mistyped flag: usage, exit status 2
+    return parser
+
+
+def parse_args(argv):
+    from pyflink_tensair.cli.flags import parse_job_arguments
+
+    return parse_job_arguments(build_parser(), argv)  # a mistyped flag: usage, exit status 2
 
 
 def plain_loop(workload, args) -> None:
@@ -72,7 +96,7 @@ def plain_loop(workload, args) -> None:
     from pyflink_tensair.core.events import Metrics
     from pyflink_tensair.models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads, load_model
 
-    configure_tensorflow_threads(args.tf_threads)
+    configure_tensorflow_threads(args.tf_intra_op_threads)
     model = KerasModelAdapter(load_model(workload.model, seed=0))
     encoded = [wire.encode_batch(workload.make_batch(i)) for i in range(args.batches)]
     warm_up = wire.decode_batch(encoded[0])
@@ -123,7 +147,7 @@ def main(argv=None):
 
     import benchmarks.throughput.flinkml_protocol
     import benchmarks.throughput.graphs
-    from pyflink_tensair import PeerUpdates, TrainConfig, train
+    from pyflink_tensair import Checkpoints, PeerUpdates, TrainConfig, train
     from pyflink_tensair.flink.sinks import write_json_lines
     from pyflink_tensair.flink.sources import batch_source
 
@@ -135,18 +159,19 @@ def main(argv=None):
     for option in args.option:
         key, _, value = option.partition("=")
         env_configuration(env).set_string(key, value)
-    batches = batch_source(env, args.batches, workload.make_batch, rate=args.rate, name="bench",
-                           execution=args.source_execution)
     held = max(256, args.batches)  # open loop: a waiting replica holds what arrives (the backlog is the measure)
     staleness = {"bounded": args.staleness_bound, "sync": 0}.get(args.system)  # dasgd and the baselines: None
-    config = TrainConfig(replicas=args.replicas, staleness_bound=staleness, tf_intra_op_threads=args.tf_threads,
-                         buffer_capacity=held, trainer=args.trainer, name="bench",
-                         replica_execution=args.replica_execution,
-                         checkpoint_interval_s=args.checkpoint_interval or None, state_backend=args.state_backend,
+    checkpoints = None if args.checkpoints_interval_s is None else Checkpoints(
+        interval_s=args.checkpoints_interval_s, state_backend=args.checkpoints_state_backend,
+        dir=args.checkpoints_dir or os.path.join(os.path.abspath(args.outdir), "checkpoints"))
+    config = TrainConfig(replicas=args.replicas, staleness_bound=staleness, tf_intra_op_threads=args.tf_intra_op_threads,
+                         buffer_capacity=held, trainer_thread=args.trainer_thread, name="bench",
+                         python_in=args.python_in, checkpoints=checkpoints,
                          sparse_values=args.sparse_values, broadcast_every=args.broadcast_every,
-                         peer_updates=PeerUpdates(average_every=args.average_every),  # explicit: not the library's default
-                         checkpoint_dir=(args.checkpoint_dir or os.path.join(os.path.abspath(args.outdir), "checkpoints"))
-                         if args.checkpoint_interval else None)
+                         # explicit: not the library's default
+                         peer_updates=PeerUpdates(average_every=args.peer_updates_average_every))
+    batches = batch_source(env, args.batches, workload.make_batch, rate=args.rate, name="bench",
+                           config=dataclasses.replace(config, python_in=args.source_python_in))
     if args.system in OURS:
         metrics = train(batches, model=workload.model, config=config, check_model=False).metrics
     elif args.system in FLINKML:

@@ -36,6 +36,27 @@ def load(path: str) -> Dict[Key, dict]:
     return latest
 
 
+OLD_PLACES = {"thread": "jvm", "process": "processes"}  # records written before TrainConfig.python_in
+
+
+def python_in(record: dict, of: str = "replicas") -> str:
+    """Where a record's training operators (``of="replicas"``) or batch source (``"source"``) ran
+    Python, as ``TrainConfig.python_in`` says it; records written before it say
+    ``replica_execution``/``source_execution`` (``thread`` or ``process``), and the first ones
+    nothing: their Python ran in worker processes.
+
+        >>> python_in({"python_in": "jvm"}), python_in({"replica_execution": "thread"}), python_in({})
+        ('jvm', 'jvm', 'processes')
+        >>> python_in({"source_execution": "process"}, "source")
+        'processes'
+    """
+    new, old = ("python_in", "replica_execution") if of == "replicas" else ("source_python_in", "source_execution")
+    if new in record:
+        return record[new]
+    value = record.get(old, "process")
+    return OLD_PLACES.get(value, value)
+
+
 def _own_limit(records, workload, system, replicas, mode) -> Optional[float]:
     """The ceiling measured in the same run as the record."""
     r = records.get((workload, system, replicas, mode if system != "limit" else "local"))
@@ -128,9 +149,8 @@ def write_report(results: str, out: str, command: Optional[str] = None) -> None:
              f"Date: {dates[0]} to {dates[-1]}  ",
              f"Machine: {m['cores']} cores, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}  ",
              f"TensorFlow: {any_record['tf_intra_op_threads']} intra-op thread per replica (and per baseline operator).  ",
-             f"Training operators (every system's): Python in {any_record.get('replica_execution', 'process')} mode "
-             "(`TrainConfig.replica_execution`); batches made in "
-             f"{any_record.get('source_execution', 'process')} mode (`batch_source(execution=...)`).",
+             f"Training operators (every system's): `python_in={python_in(any_record)}` (`TrainConfig.python_in`); "
+             f"batches made with `python_in={python_in(any_record, 'source')}` (`batch_source(config=...)`).",
              "",
              "Sustainable throughput: the highest arrival rate (mini-batches/s, open-loop source, batch i due at "
              "i / rate) at which the delay between a batch's due time and the end of its training stops growing "

@@ -8,6 +8,7 @@ results file as soon as the run ends; a failing run is recorded with its error, 
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import math
@@ -33,6 +34,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PROBE_JOB = os.path.join(ROOT, "benchmarks", "throughput", "probe_job.py")
 
 
+RENAMED_FIELDS = {  # spec fields renamed with TrainConfig's (CHANGELOG.md, 0.2.0): what to write instead
+    "tf_threads": "'tf_intra_op_threads'",
+    "replica_execution": "'python_in' ('thread' is 'jvm', 'process' is 'processes')",
+    "source_execution": "'source_python_in' ('thread' is 'jvm', 'process' is 'processes')",
+}
+
+
 @dataclass
 class Spec:
     """What to run. ``seconds``: arrival time covered by each probe (batches = rate x seconds)."""
@@ -48,12 +56,23 @@ class Spec:
     min_batches: int = 30
     bisections: int = 1
     staleness_bound: int = 4  # of the system "bounded"
-    tf_threads: int = 1
-    replica_execution: str = "thread"  # TrainConfig.replica_execution of every system's training operators
-    source_execution: str = "thread"  # batch_source's execution: where every system's batches are made
+    tf_intra_op_threads: int = 1  # TrainConfig.tf_intra_op_threads of every system
+    python_in: str = "jvm"  # TrainConfig.python_in of every system's training operators
+    source_python_in: str = "jvm"  # the python_in of batch_source's config: where every system's batches are made
     probe_timeout_s: float = 600.0
     limit_batches: int = 60
     max_probes: Optional[int] = None  # per rate search; a smoke run's cap (its rates are lower bounds)
+
+    @staticmethod
+    def unknown_fields(fields) -> List[str]:
+        """What is wrong with the names of ``fields`` (a spec file's keys): renamed and unknown ones.
+
+            >>> Spec.unknown_fields({"replica_execution": "thread", "seconds": 4, "secs": 4})
+            ["'replica_execution' is now 'python_in' ('thread' is 'jvm', 'process' is 'processes')", "'secs' is no Spec field"]
+        """
+        known = {f.name for f in dataclasses.fields(Spec)}
+        return [f"{name!r} is now {RENAMED_FIELDS[name]}" if name in RENAMED_FIELDS else f"{name!r} is no Spec field"
+                for name in fields if name not in known]
 
     @staticmethod
     def quick() -> "Spec":
@@ -81,9 +100,9 @@ def _run_probe(spec: Spec, system: str, workload: str, replicas: int, rate: floa
     outdir = tempfile.mkdtemp(prefix="tensair-bench-")
     try:
         args = ["--system", system, "--workload", workload, "--replicas", str(replicas), "--rate", str(rate),
-                "--batches", str(batches), "--staleness-bound", str(spec.staleness_bound), "--tf-threads", str(spec.tf_threads),
-                "--replica-execution", spec.replica_execution,
-                "--source-execution", spec.source_execution, "--outdir", outdir, *extra]
+                "--batches", str(batches), "--staleness-bound", str(spec.staleness_bound),
+                "--tf-intra-op-threads", str(spec.tf_intra_op_threads), "--python-in", spec.python_in,
+                "--source-python-in", spec.source_python_in, "--outdir", outdir, *extra]
         from pyflink_tensair import cluster
 
         if mode == "cluster" and system != "limit":
@@ -198,8 +217,8 @@ def run_one(spec: Spec, system: str, workload: str, replicas: int, mode: str, cl
 
     record = {"system": system, "workload": workload, "replicas": replicas, "mode": mode,
               "description": workloads.get(workload).description,
-              "tf_intra_op_threads": spec.tf_threads, "replica_execution": spec.replica_execution,
-              "source_execution": spec.source_execution, "staleness_bound": {"dasgd": None, "bounded": spec.staleness_bound, "sync": 0}.get(system),
+              "tf_intra_op_threads": spec.tf_intra_op_threads, "python_in": spec.python_in,
+              "source_python_in": spec.source_python_in, "staleness_bound": {"dasgd": None, "bounded": spec.staleness_bound, "sync": 0}.get(system),
               "date": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine()}
     try:
         if system == "limit":

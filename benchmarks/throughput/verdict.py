@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import List, Optional, Sequence, Tuple
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -47,11 +49,12 @@ def judge(delays: Sequence[Tuple[float, float]], *, expected: int, warmup: float
         return Verdict(False, f"only {trained} of {expected} batches were trained", trained, expected, None, None, None)
     start, end = points[0][0], points[-1][0]
     window = [p for p in points if p[0] >= start + warmup * (end - start)]
-    xs = [p[0] for p in window]
+    xs = np.array([p[0] for p in window])
     ys = [p[1] for p in window]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    var = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var if var > 0 else 0.0
+    my = sum(ys) / len(ys)
+    # least squares of delay = slope * (x - mean x) + c; centred, a window of one instant gets slope 0
+    design = np.column_stack([xs - xs.mean(), np.ones(len(xs))])
+    slope = float(np.linalg.lstsq(design, ys, rcond=None)[0][0])
     tail = ys[-max(1, len(ys) // 10):]
     last = sum(tail) / len(tail)
     if slope > max_slope:
@@ -63,4 +66,5 @@ def judge(delays: Sequence[Tuple[float, float]], *, expected: int, warmup: float
     else:
         reason = "delay bounded"
     sustainable = reason == "delay bounded" or reason.startswith("start-up backlog")
-    return Verdict(sustainable, reason, trained, expected, round(slope, 4), round(my, 4), round(last, 4))
+    # + 0.0: a flat window's slope, 0 up to rounding, reports as 0.0, never as -0.0
+    return Verdict(sustainable, reason, trained, expected, round(slope, 4) + 0.0, round(my, 4), round(last, 4))

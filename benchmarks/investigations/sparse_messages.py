@@ -3,13 +3,16 @@
 Encodes real gradient messages (the wire format, header included) of a bag-of-embeddings model
 for several batch sizes, and prints them beside the dense size TensAIR's messages would have:
 
-    python -m benchmarks.sparse_messages --vocabulary 50000 --dim 300
-    python -m benchmarks.sparse_messages --values-effect 150   # float16 rows against float32
+    python -m benchmarks.investigations.sparse_messages --vocabulary 50000 --dim 300
+    python -m benchmarks.investigations.sparse_messages --values-effect 150   # float16 rows against float32
 
 ``--values-effect N``: 2 synchronous replicas simulated in-process (through the wire format) on the
 first N batches of the benchmark's sparse workload (word2vec, two 50,000 x 300 tables), once with
 float32 rows in the messages and once with ``TrainConfig(sparse_values="float16")``: bytes per
 message, the final prequential loss (last tenth of the batches) and the weights' difference.
+
+A one-off (issues 2 and 10): its answers are in docs/measurements.md, "Sparse gradient messages"
+and the float16 rows' "Effect on learning".
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ Runs ``jobs/quickstart.py`` once per staleness bound on the same batches and pri
 prequential final loss (mean over the last 10% of batches) and held-out loss, with ratios to the
 synchronous run:
 
-    python -m benchmarks.convergence --batches 1000 --replicas 2
+    python -m benchmarks.investigations.convergence --batches 1000 --replicas 2
+
+A one-off (issue 2): its answer is in docs/measurements.md, "DASGD against synchronous SGD, same
+stream"; ``benchmarks.learning_quality`` compares the settings of every use-case job now.
 """
 
 from __future__ import annotations
@@ -12,25 +15,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmarks.jobrun import run_job
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run_quickstart(staleness: str, args, folder: str) -> dict:
-    summary = os.path.join(folder, f"summary-{staleness}.json")
-    command = [sys.executable, os.path.join(ROOT, "jobs", "quickstart.py"), "--replicas", str(args.replicas),
-               "--staleness-bound", staleness, "--batches", str(args.batches), "--seed", str(args.seed),
-               "--summary", summary, "--outdir", os.path.join(folder, f"run-{staleness}")]
     from pyflink_tensair.cluster import client_environment
 
-    result = subprocess.run(command, capture_output=True, text=True, env=client_environment())
-    if result.returncode != 0:
-        raise RuntimeError(f"quickstart --staleness-bound {staleness} failed:\n{result.stderr[-3000:]}")
-    with open(summary) as f:
-        return json.load(f)
+    return run_job(os.path.join(ROOT, "jobs", "quickstart.py"),
+                   ["--replicas", str(args.replicas), "--staleness-bound", staleness, "--batches", str(args.batches),
+                    "--seed", str(args.seed), "--outdir", os.path.join(folder, f"run-{staleness}")],
+                   timeout=None, env=client_environment())
 
 
 def main(argv=None):
