@@ -24,7 +24,10 @@ __version__ = "0.2.0"
 # Every name loads on first use: importing a package must not import its subpackages (see _lazy).
 _NAMES = {
     "AutoSettings": ".config", "Checkpoints": ".config", "Exports": ".config", "Guards": ".config",
-    "LatencySettings": ".config", "Mode": ".config", "PeerUpdates": ".config", "PythonIn": ".config", "TrainConfig": ".config",
+    "LatencySettings": ".config", "Mode": ".config", "ModelUpdates": ".config", "PeerUpdates": ".config",
+    "ServeConfig": ".config", "serve": ".online.serving", "ServeOutput": ".online.serving", "json_event": ".online.serving",
+    "join_labels": ".online.labels", "JoinOutput": ".online.labels",
+    "PythonIn": ".config", "TrainConfig": ".config",
     "Batch": ".core.messages", "DeadLetter": ".core.messages", "decode_dead_letter": ".core.wire", "encode_batch": ".core.wire", "decode_batch": ".core.wire",
     "simulate": ".core.simulation", "SimulationResult": ".core.simulation",
     "ConfigError": ".errors", "DataError": ".errors", "DataNotFoundError": ".errors",
@@ -38,8 +41,8 @@ _NAMES = {
 }
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
-    from .config import (AutoSettings, Checkpoints, Exports, Guards, LatencySettings, Mode, PeerUpdates, PythonIn,
-                         TrainConfig)
+    from .config import (AutoSettings, Checkpoints, Exports, Guards, LatencySettings, Mode, ModelUpdates, PeerUpdates,
+                         PythonIn, ServeConfig, TrainConfig)
     from .core.messages import Batch, DeadLetter
     from .core.simulation import SimulationResult, simulate
     from .core.wire import decode_batch, decode_dead_letter, encode_batch
@@ -51,6 +54,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
     from .flink.sources import batch_source
     from .flink.training import TrainOutput, train
     from .flink.types import decode_final_model, decode_prediction
+    from .online.labels import JoinOutput, join_labels
+    from .online.serving import ServeOutput, json_event, serve
 
 __getattr__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

@@ -364,6 +364,42 @@ class Exports:
 
 
 @dataclass(frozen=True)
+class ModelUpdates:
+    """Versioned model updates that replica 0 publishes while it trains
+    (``TrainOutput.updates``), for :func:`~pyflink_tensair.serve` to apply as they arrive.
+
+    An update is a snapshot (every weight) or a delta (the dense weights, and of each embedding
+    table only the rows that changed since the previous update); a server that missed a delta
+    waits for the next snapshot. Replica 0 publishes: with ``staleness_bound=0`` every replica
+    holds the same weights; with DASGD its weights already include every peer's gradients up to
+    the bound, while an average would have to gather every replica's weights first (N times the
+    bytes, and the slowest replica's delay).
+
+    Attributes:
+        every_ms: milliseconds between two updates (the first model change after that long
+            publishes; > 0).
+        every_steps: publish after this many new model versions even sooner, or ``None``: by
+            time only.
+        snapshot_every: every n-th update is a snapshot, so that a new or restarted server
+            catches up (>= 1; 1: every update whole).
+
+    Example::
+
+        >>> TrainConfig(updates=ModelUpdates(every_ms=100)).updates.snapshot_every
+        20
+    """
+
+    every_ms: float = 200.0
+    every_steps: Optional[int] = None
+    snapshot_every: int = 20
+
+    def __post_init__(self):
+        require_number("ModelUpdates.every_ms", self.every_ms, above=0, unit="milliseconds")
+        require_int("ModelUpdates.every_steps", self.every_steps, 1, optional=True)
+        require_int("ModelUpdates.snapshot_every", self.snapshot_every, 1)
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """How the replicas train and exchange gradients: the one place of every default.
 
@@ -417,6 +453,8 @@ class TrainConfig:
         checkpoints: :class:`Checkpoints`, or ``None`` (the default) to leave the job's own
             checkpointing settings alone.
         exports: :class:`Exports` of replica 0's model while it trains, or ``None``: none.
+        updates: :class:`ModelUpdates` that replica 0 publishes while it trains
+            (``TrainOutput.updates``, for :func:`~pyflink_tensair.serve`), or ``None``: none.
         name: prefix of every operator's name and uid (two ``train`` calls in one job need two
             names).
 
@@ -447,6 +485,7 @@ class TrainConfig:
     latency: Optional[LatencySettings] = field(default_factory=LatencySettings)
     checkpoints: Optional[Checkpoints] = None
     exports: Optional[Exports] = None
+    updates: Optional[ModelUpdates] = None
     name: str = field(default="tensair", metadata={"flag": False})
 
     def __post_init__(self):
@@ -473,7 +512,8 @@ class TrainConfig:
         for name, kind in (("auto", AutoSettings), ("peer_updates", PeerUpdates), ("guards", Guards)):
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"{name} must be a {kind.__name__}. Received: {name}={getattr(self, name)!r}")
-        for name, kind in (("latency", LatencySettings), ("checkpoints", Checkpoints), ("exports", Exports)):
+        for name, kind in (("latency", LatencySettings), ("checkpoints", Checkpoints), ("exports", Exports),
+                           ("updates", ModelUpdates)):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"{name} must be a {kind.__name__} or None. Received: {name}={getattr(self, name)!r}")
         if self.staleness_bound == 0 and self.peer_updates.weighs_gradients:
@@ -486,6 +526,46 @@ class TrainConfig:
                 "name must be a non-empty string of letters, digits, '-' and '_'. "
                 f"Received: name={self.name!r}"
             )
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """How :func:`~pyflink_tensair.serve` answers live events: the serving side's every default.
+
+    Attributes:
+        parallelism: inference subtasks; each holds a model and applies every update.
+        batch_size: events in one micro-batch at most (grouped on the JVM, one ``predict`` each).
+        max_wait_ms: the longest an event waits for its micro-batch to fill, so that a slow
+            stream is still answered (> 0).
+        python_in: :class:`PythonIn`, where the servers' Python runs (``"jvm"``: inside the
+            TaskManagers, or ``"processes"``).
+        seed: seeds the model's initialisation when ``model`` is a builder (the training's
+            ``TrainConfig.seed`` gives the same starting weights).
+        name: prefix of every operator's name and uid.
+
+    Example::
+
+        >>> ServeConfig(parallelism=2).max_wait_ms
+        20.0
+    """
+
+    parallelism: int = 1
+    batch_size: int = 64
+    max_wait_ms: float = 20.0
+    python_in: PythonIn = PythonIn.JVM
+    seed: int = 0
+    name: str = "serve"
+
+    def __post_init__(self):
+        require_int("ServeConfig.parallelism", self.parallelism, 1)
+        require_int("ServeConfig.batch_size", self.batch_size, 1)
+        require_number("ServeConfig.max_wait_ms", self.max_wait_ms, above=0, unit="milliseconds")
+        require_int("ServeConfig.seed", self.seed, 0)
+        object.__setattr__(self, "python_in", _as_enum("ServeConfig", "python_in", self.python_in, PythonIn))
+        if self.python_in is PythonIn.CLIENT:
+            raise ConfigError("ServeConfig.python_in must be 'jvm' or 'processes'. Received: python_in='client'")
+        if not isinstance(self.name, str) or not self.name.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError(f"ServeConfig.name must be letters, digits, '-' and '_'. Received: name={self.name!r}")
 
 
 # The names of the release before CHANGELOG.md's 0.2.0: refused with the new name, not guessed.

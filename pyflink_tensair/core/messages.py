@@ -198,7 +198,7 @@ PeerMessage = Union[GradientMessage, DoneMessage, ModeMessage, WeightsMessage, R
 # Why input was not trained on: the ``reason`` of a DeadLetter.
 DEAD_LETTER_REASONS = ("not_a_record", "missing_field", "wrong_shape", "wrong_dtype", "non_finite", "empty",
                        "oversized", "label_out_of_range", "bad_utf8", "rejected_by_model", "unknown_tensor",
-                       "norm_bound")
+                       "norm_bound", "label_without_event", "second_label", "label_after_timeout")
 
 
 @dataclass(frozen=True)
@@ -206,9 +206,10 @@ class DeadLetter:
     """Input that was set aside instead of trained on (``TrainConfig.bad_input="dead_letter"``).
 
     ``reason`` is one of :data:`DEAD_LETTER_REASONS`, ``detail`` says what was wrong in words;
-    ``what`` is ``"record"`` (one input of :func:`~pyflink_tensair.to_batches`), ``"batch"`` or
-    ``"line"`` (of a text corpus); ``stage`` is where it was caught (``"to_batches"``,
-    ``"replica"``, ``"corpus"``); ``position`` is where it was in its stream (the record's index
+    ``what`` is ``"record"`` (one input of :func:`~pyflink_tensair.to_batches`), ``"batch"``,
+    ``"line"`` (of a text corpus), ``"event"``, ``"label"`` or ``"update"`` (of the online loop);
+    ``stage`` is where it was caught (``"to_batches"``, ``"replica"``, ``"corpus"``, ``"serve"``,
+    ``"join_labels"``); ``position`` is where it was in its stream (the record's index
     in the batcher's input, the batch's id, or for bytes with no id the replica's input count,
     or the line's byte offset); ``preview`` the start of the input as text. ``replica`` and
     ``time`` are filled in by the replica that emits it.

@@ -106,6 +106,7 @@ from ..validation import is_int
 from .peer_updates import check_model as check_peer_model
 from .peers import PeerState, ahead_arrays, peer_arrays, restore_peers
 from .update_rules import UpdateRule, rule_for
+from .updates import UpdatePublisher
 
 Event = object
 _RATE_WINDOW = 32
@@ -186,6 +187,10 @@ class Replica:
         self._last_accuracy: Optional[float] = None
         self._train_times: Deque[float] = collections.deque(maxlen=_RATE_WINDOW)
         self.initial_digest = weights_digest(model.get_weights())
+        # ModelUpdates: replica 0 publishes its weights as versioned updates (pyflink_tensair.core.updates)
+        self.publisher: Optional[UpdatePublisher] = None
+        if config.updates is not None and replica_id == 0:
+            self.publisher = UpdatePublisher(config.updates, replica_id)
 
     # ------------------------------------------------------------------ callbacks
 
@@ -342,6 +347,9 @@ class Replica:
         if self.done_sent:
             out.append(Broadcast(DoneMessage(self.id, self.local_step, self._acks())))
         self.messages_resent += len(out) - 1
+        if self.publisher is not None:  # a snapshot of the restored version: servers catch up at once
+            self.publisher.reset()
+            self.publish(out, force=True)
         return out
 
     def on_input_end(self) -> List[Event]:
@@ -478,6 +486,8 @@ class Replica:
         self.rule.own_step(result, out)
         self._note_scores(result)
         self._train_times.append(self._clock())
+        if self.publisher is not None:
+            self.publisher.note_step(self.model_version, self._train_times[-1] * 1000.0)
         out.append(self._metrics("batch", batch, staleness, trained=True))
         if self.policy is not None and self.policy.observe(result.loss) == "converged":
             self._change_mode("converged", batch, self.id, {"loss": result.loss if result.loss is not None else float("nan")}, out)
@@ -526,10 +536,31 @@ class Replica:
         # a quarter of the buffer held while the bound stops this replica: a host that can slow the
         # batches down should (the credit gate, flink.loop); at a full buffer the oldest batch trains beyond the bound
         self.saturated = len(self._held) >= self.pressure_at and self.training and self.rule.blocked()
+        self.publish(out)
         if self.done_sent and not self.finished and self._all_peers_done():
             self.finished = True
+            self.publish(out, force=True)  # the final version, whenever the last one went out
             out.append(self._metrics("final", None))
             out.append(FinalModel(self.id, self.model_version, self.model.get_weights(), self.initial_digest))
+
+    def publish(self, out: List[Event], *, force: bool = False) -> None:
+        """Appends a model update to ``out`` when one is due (``ModelUpdates``; ``force``: if the
+        model changed since the last one at all)."""
+        publisher = self.publisher
+        if publisher is None:
+            return
+        now_ms = self._clock() * 1000.0
+        wait = publisher.due_in_ms(self.model_version, now_ms)
+        if wait is not None and (force or wait <= 0):
+            out.append(publisher.publish(self.model.get_weights(), self.model_version, now_ms))
+
+    def update_due_in_s(self) -> Optional[float]:
+        """Seconds until the next model update is due, ``None`` if none is pending (a host with
+        timers comes back then: the model may change and then rest)."""
+        if self.publisher is None:
+            return None
+        wait = self.publisher.due_in_ms(self.model_version, self._clock() * 1000.0)
+        return None if wait is None else max(0.0, wait / 1000.0)
 
     def _all_peers_done(self) -> bool:
         """Every peer's done marker is in, and everything there is to apply is applied."""

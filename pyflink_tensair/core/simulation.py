@@ -53,6 +53,7 @@ class SimulationResult:
     final_models: Dict[int, FinalModel] = field(default_factory=dict)
     mode_changes: List[ModeChange] = field(default_factory=list)  # Mode.AUTO's converged / drift events
     dead_letters: List[DeadLetter] = field(default_factory=list)  # input set aside (TrainConfig.guards)
+    updates: list = field(default_factory=list)  # ModelUpdates replica 0 published (TrainConfig.updates)
     messages: int = 0
     message_bytes: int = 0
 
@@ -128,6 +129,8 @@ def simulate(make_model: Callable[[int], TrainableModel], batches: Sequence[Batc
                 result.mode_changes.append(event)
             elif isinstance(event, DeadLetter):
                 result.dead_letters.append(event)
+            elif type(event).__name__ == "ModelUpdate":
+                result.updates.append(event)
 
     def on_message(peer: int, message, tick: int) -> None:
         collect(peer, nodes[peer].on_gradient(message), tick)

@@ -78,6 +78,14 @@ def prepare_environment(env, config: TrainConfig) -> None:
         env._open()  # starts PyFlink's loopback server and records its address
 
 
+def keep_every_sink(env) -> None:
+    """Turns PyFlink's Python operator chaining off for ``env``'s job. With it on,
+    ``execute_and_collect()`` keeps only the collected stream's ancestors
+    (``PythonOperatorChainingOptimizer.apply(env, transformation)``): every other sink of the job
+    (a feedback sink, a side output's file) is dropped, and a feedback loop never ends."""
+    env_configuration(env).set_string("python.operator-chaining.enabled", "false")
+
+
 def add_channel_jar(env) -> str:
     """Builds (once) and adds the project's Java classes (the feedback channel, the file sinks) to
     the job and to this client's class loader; returns the jar's path. ``env`` as

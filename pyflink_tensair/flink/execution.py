@@ -140,3 +140,21 @@ def process(stream, function, output_type, python_in):
         _create_j_data_stream_python_function_info(function, UserDefinedDataStreamFunction.PROCESS),
         j_stream.getTransformation().getOutputType(), j_output_type)
     return DataStream(j_stream.transform("PROCESS", j_output_type, operator))
+
+
+def co_process(connected, function, output_type, python_in):
+    """``connected.process(function, output_type)`` for non-keyed ``connected`` streams, where ``python_in`` says."""
+    from pyflink.datastream import DataStream
+    from pyflink.datastream.data_stream import _create_j_data_stream_python_function_info
+    from pyflink.fn_execution.flink_fn_execution_pb2 import UserDefinedDataStreamFunction
+    from pyflink.java_gateway import get_gateway
+
+    if not in_jvm(python_in):
+        return connected.process(function, output_type=output_type)
+    j_first, j_second = connected.stream1._j_data_stream, connected.stream2._j_data_stream
+    j_output_type = output_type.get_java_type_info()
+    operator = getattr(get_gateway().jvm, f"{_EMBEDDED}.EmbeddedPythonCoProcessOperator")(
+        operator_configuration(j_first.getExecutionEnvironment(), python_in),
+        _create_j_data_stream_python_function_info(function, UserDefinedDataStreamFunction.CO_PROCESS),
+        j_first.getTransformation().getOutputType(), j_second.getTransformation().getOutputType(), j_output_type)
+    return DataStream(j_first.connect(j_second).transform("Co-Process", j_output_type, operator))

@@ -23,6 +23,7 @@ from ..core.messages import DeadLetter, RefusedMessage, preview
 from ..core.replica import Replica
 from ..core.trainer import InlineTrainer, TrainerThread
 from ..errors import ProtocolError, WireFormatError
+from ..core.updates import ModelUpdate, encode_update
 from . import types
 from .checkpointing import ChunkedState, ValueStates
 from .replica_metrics import ReplicaMetrics
@@ -38,6 +39,12 @@ def subtask_index(runtime_context) -> int:
         return runtime_context.get_index_of_this_subtask()
     except AttributeError:  # 'pemja.PyJObject' object has no attribute 'getIndexOfThisSubtask'
         return int(runtime_context._runtime_context.getTaskInfo().getIndexOfThisSubtask())
+
+
+def _published(replica: Replica) -> list:
+    out: list = []
+    replica.publish(out)
+    return out
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._probes_tag = types.probes_tag(cfg.name)
         self._mode_changes_tag = types.mode_changes_tag(cfg.name)
         self._dead_letters_tag = types.dead_letters_tag(cfg.name)
+        self._updates_tag = types.updates_tag(cfg.name)
         self._inputs = 0  # records on input 1: the position of bytes that carry no batch id
         # what the credit gate last heard from this replica (it starts a new attempt unsaturated)
         self._credit_tag = types.credit_tag(cfg.name) if cfg.backpressure else None
@@ -226,6 +234,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
                 self._trainer.put_end()
         elif timestamp == self._flush_timer:
             self._flush_timer = None
+            if self._replica.update_due_in_s() == 0.0:
+                self._trainer.call(lambda replica: _published(replica))
         yield from self._flush(ctx, began)
 
     def _restore(self):
@@ -267,11 +277,16 @@ class ReplicaFunction(KeyedCoProcessFunction):
             yield self._credit_tag, f"{self._replica.id}:{int(saturated)}"
             self._reported_saturated = saturated
             self._reported_applied, self._reported_at = self._replica.messages_applied, time.monotonic()
-        if self._trainer.busy and self._flush_timer is None:
-            timers = ctx.timer_service()
-            wait_ms = max(1, int(self._trainer.expected_remaining_s() * 1000) + 1)
-            self._flush_timer = timers.current_processing_time() + wait_ms
-            timers.register_processing_time_timer(self._flush_timer)
+        if self._flush_timer is None:
+            # a busy trainer publishes when its work ends (Replica._drain); an idle one, whose model
+            # changed and then rested, is asked to when the update falls due (on_timer)
+            busy = self._trainer.busy
+            wait_s = self._trainer.expected_remaining_s() if busy else (
+                None if self._input_ended else self._replica.update_due_in_s())
+            if wait_s is not None:
+                timers = ctx.timer_service()
+                self._flush_timer = timers.current_processing_time() + max(1, int(wait_s * 1000) + 1)
+                timers.register_processing_time_timer(self._flush_timer)
         self._metrics.publish()  # thread mode: on the task thread, the only one that may enter Python
         self._callback_s += time.perf_counter() - began
 
@@ -295,6 +310,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
                 out = self._mode_changes_tag, event.to_json()
             elif isinstance(event, DeadLetter):
                 out = self._dead_letters_tag, event.to_json()
+            elif isinstance(event, ModelUpdate):
+                out = self._updates_tag, encode_update(event)
             else:
                 raise ProtocolError(f"the replica returned an event of unknown type {type(event).__name__}")
             self._codec_s += time.perf_counter() - began

@@ -36,7 +36,7 @@ import uuid
 from ..config import TrainConfig
 from ..errors import ConfigError
 from . import checkpointing, routing, types
-from .environment import add_channel_jar, env_configuration, prepare_environment
+from .environment import add_channel_jar, keep_every_sink, prepare_environment
 from .routing import DEFAULT_MAX_PARALLELISM, pinned_keys
 
 # the longest a gate holds one batch, and how long a saturated replica may apply nothing before the
@@ -83,11 +83,7 @@ class FeedbackLoop:
         self.env = StreamExecutionEnvironment(batches._j_data_stream.getExecutionEnvironment())
         prepare_environment(self.env, config)
         checkpointing.configure(self.env, config)
-        # With Python operator chaining on, execute_and_collect() keeps only the collected stream's
-        # ancestors (PythonOperatorChainingOptimizer.apply(env, transformation)): the feedback
-        # sink, and every other sink of the user's, are dropped, the feedback sources never end
-        # and neither does the job. A loop's graph has no Python operators to chain anyway.
-        env_configuration(self.env).set_string("python.operator-chaining.enabled", "false")
+        keep_every_sink(self.env)  # a loop's graph has no Python operators to chain anyway
         add_channel_jar(self.env)
         self.keys = pinned_keys(config.replicas)
         self.loop_id = f"{config.name}-{uuid.uuid4().hex}"

@@ -54,6 +54,9 @@ class TrainOutput:
             (from :func:`~pyflink_tensair.to_batches`), batch or corpus line, or a refused peer
             message, with the reason and the position (:class:`~pyflink_tensair.DeadLetter`;
             ``TrainConfig.guards``).
+        updates: encoded model updates replica 0 publishes while it trains, with
+            ``TrainConfig.updates`` (:func:`~pyflink_tensair.core.updates.decode_update`;
+            :func:`~pyflink_tensair.serve` applies them); empty without.
         loop_id: identifies this job's feedback channel.
         model: the ``model`` argument ``train`` got (to rebuild the trained models).
 
@@ -69,6 +72,8 @@ class TrainOutput:
     model: object = None
     mode_changes: Optional["DataStream"] = None
     dead_letters: Optional["DataStream"] = None
+    updates: Optional["DataStream"] = None
+    config: Optional[TrainConfig] = None
 
     def collect_keras_models(self) -> list:
         """Runs the job and returns each replica's trained ``keras.Model``, replica ``r`` at
@@ -170,5 +175,7 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
     probes = loop.side_output(replicas, types.probes_tag(config.name))
     mode_changes = loop.side_output(replicas, types.mode_changes_tag(config.name))
     dead_letters = loop.side_output(replicas, types.dead_letters_tag(config.name))
+    updates = loop.side_output(replicas, types.updates_tag(config.name))
     return TrainOutput(predictions=replicas, metrics=metrics, models=models, probes=probes, loop_id=loop.loop_id,
-                       model=model, mode_changes=mode_changes, dead_letters=dead_letters)
+                       model=model, mode_changes=mode_changes, dead_letters=dead_letters, updates=updates,
+                       config=config)

@@ -59,6 +59,11 @@ def dead_letters_tag(name: str) -> OutputTag:
     return OutputTag(f"{name}-dead-letters", Types.STRING())
 
 
+def updates_tag(name: str) -> OutputTag:
+    """Model updates replica 0 publishes (``TrainConfig.updates``; :mod:`pyflink_tensair.core.updates`)."""
+    return OutputTag(f"{name}-updates", bytes_type())
+
+
 def credit_tag(name: str) -> OutputTag:
     """``"<replica>:1"`` when a replica becomes saturated, ``"<replica>:0"`` when it no longer is
     (the credit gate's reports, :meth:`~.loop.FeedbackLoop.close_credit`)."""

@@ -105,6 +105,18 @@ public final class Chunks extends AbstractStreamOperator<String[]>
         });
     }
 
+    /**
+     * The end of event time (a bounded input's last watermark, which comes before {@link #endInput})
+     * takes the pending records out first: operators behind may end on it (the replicas do).
+     */
+    @Override
+    public void processWatermark(org.apache.flink.streaming.api.watermark.Watermark mark) throws Exception {
+        if (mark.getTimestamp() == Long.MAX_VALUE && !pending.isEmpty()) {
+            emit();
+        }
+        super.processWatermark(mark);
+    }
+
     @Override
     public void endInput() {
         if (!pending.isEmpty()) {

@@ -1,0 +1,303 @@
+"""``join_labels()``: events joined with the labels that arrive after them, in keyed state.
+
+Operator graph::
+
+    events (JSON text) ─► key (Python: id, dead letters) ─┐
+                                                           ├─► key_by id (JVM) ─► join (Python, keyed state + timers) ─► training records (JSON)
+    labels (JSON text) ─► key (Python: id, dead letters) ─┘                           ├─► timeouts (side output, JSON)
+                                                                                       └─► dead letters (side output, JSON)
+
+State machine of one id (``t``: the record's time, event time from the streams' timestamps and
+watermarks, or processing time)::
+
+    (none) --event--> WAITING --label--> JOINED (training record out)
+    WAITING --timer at t_event + timeout--> TIMED_OUT (counted; with default_label a training record out)
+    (none) --label--> LABEL_FIRST --event (not after the label)--> JOINED;  --timer at t_label--> dead letter "label_without_event"
+
+A label joins its event when ``t_event <= t_label <= t_event + timeout``, whatever order the two
+streams deliver them in.
+    JOINED --label--> dead letter "second_label";  TIMED_OUT --label--> dead letter "label_after_timeout"
+    JOINED / TIMED_OUT --timer at close + retention--> (none): the state is cleared
+
+Everything lives in Flink keyed state and timers, so a restored job joins every label exactly once.
+In event time the outcome depends only on the records' timestamps, never on how fast the job runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional, Tuple
+
+from pyflink.common import Row, Types
+from pyflink.datastream import KeyedCoProcessFunction, OutputTag, ProcessFunction
+from pyflink.datastream.state import ValueStateDescriptor
+
+from ..core.messages import DeadLetter, preview
+from ..errors import ConfigError
+from ..validation import is_number, require_number
+
+if TYPE_CHECKING:
+    from pyflink.datastream import DataStream
+
+WAITING, LABEL_FIRST, JOINED, TIMED_OUT = 1, 2, 3, 4
+TIMES = ("event", "processing")
+
+
+def json_key(text: str) -> str:
+    """The ``"id"`` of one JSON record, as a string; ``ValueError``/``KeyError`` on anything else.
+
+        >>> json_key('{"id": 3, "y": 1}')
+        '3'
+    """
+    record = json.loads(text)
+    if not isinstance(record, dict):
+        raise ValueError(f"a record is a JSON object with 'id', not a JSON {type(record).__name__}")
+    return str(record["id"])
+
+
+def json_label(text: str):
+    """The ``"y"`` of one label's JSON text."""
+    return json.loads(text)["y"]
+
+
+def training_record(event_text: str, label, timed_out: bool = False) -> str:
+    """The event's JSON with its label as ``"y"`` (and ``"timed_out"``): what
+    :func:`~pyflink_tensair.text_batches` with ``json_example`` reads.
+
+        >>> training_record('{"id": "a", "x": [1.0]}', 1)
+        '{"id":"a","x":[1.0],"y":1,"timed_out":false}'
+    """
+    record = json.loads(event_text)
+    record["y"] = label
+    record["timed_out"] = timed_out
+    return json.dumps(record, separators=(",", ":"))
+
+
+def _tag(name: str, what: str) -> OutputTag:
+    return OutputTag(f"{name}-{what}", Types.STRING())
+
+
+@dataclass(frozen=True)
+class JoinOutput:
+    """The streams ``join_labels`` returns.
+
+    Attributes:
+        records: JSON training records, one per joined event (and per timed-out event given
+            ``default_label``): the event's fields with ``"y"`` and ``"timed_out"``.
+        timeouts: JSON ``{"id", "t", "default_label"}``, one per event whose label did not come in time.
+        dead_letters: JSON dead letters: records that do not parse, and labels with reason
+            ``label_without_event``, ``second_label`` or ``label_after_timeout``.
+    """
+
+    records: "DataStream"
+    timeouts: "DataStream"
+    dead_letters: "DataStream"
+
+
+class KeyRecords(ProcessFunction):
+    """``Row(id, text)`` of each record; one that has no id becomes a dead letter."""
+
+    def __init__(self, key: Callable[[str], str], what: str, name: str):
+        self._key, self._what, self._name = key, what, name
+
+    def open(self, runtime_context):
+        self._dead_letters = _tag(self._name, "dead-letters")
+        self._seen = 0
+
+    def process_element(self, value, ctx):
+        self._seen += 1
+        try:
+            key = self._key(value)
+        except (ValueError, TypeError, KeyError, AttributeError) as err:
+            yield self._dead_letters, DeadLetter("not_a_record", f"{type(err).__name__}: {err}"[:300], self._what,
+                                                 "join_labels", -self._seen, preview(value)).to_json()
+            return
+        yield Row(key, value)
+
+
+def _key(ctx) -> str:
+    key = ctx.get_current_key()
+    return key[0] if isinstance(key, (tuple, list, Row)) else key  # Row(id) on the JVM
+
+
+class JoinLabels(KeyedCoProcessFunction):
+    """Input 1: an event's text; input 2: a label's text; keyed by id (module docstring)."""
+
+    def __init__(self, timeout_ms: float, retention_ms: float, event_time: bool, default_label, label: Callable,
+                 name: str):
+        self._timeout_ms = int(timeout_ms)
+        self._retention_ms = int(retention_ms)
+        self._event_time = event_time
+        self._default_label = default_label
+        self._label = label
+        self._name = name
+
+    def open(self, runtime_context):
+        def value(name, kind):
+            return runtime_context.get_state(ValueStateDescriptor(f"join/{name}", kind))
+
+        self._status = value("status", Types.INT())
+        self._event = value("event", Types.STRING())
+        self._label_text = value("label", Types.STRING())
+        self._timer = value("timer", Types.LONG())  # the one timer this id waits for
+        self._timeouts = _tag(self._name, "timeouts")
+        self._dead_letters = _tag(self._name, "dead-letters")
+
+    def _now(self, ctx) -> int:
+        if self._event_time and ctx.timestamp() is not None:
+            return int(ctx.timestamp())
+        return int(ctx.timer_service().current_processing_time())
+
+    def _wait_until(self, ctx, at: int) -> None:
+        timers = ctx.timer_service()
+        old = self._timer.value()
+        if old is not None:
+            (timers.delete_event_time_timer if self._event_time else timers.delete_processing_time_timer)(old)
+        (timers.register_event_time_timer if self._event_time else timers.register_processing_time_timer)(at)
+        self._timer.update(at)
+
+    def _letter(self, reason: str, detail: str, ctx, text: str):
+        return self._dead_letters, DeadLetter(reason, detail, "label", "join_labels", self._now(ctx),
+                                              preview(text)).to_json()
+
+    def _close(self, ctx, status: int, at: int) -> None:
+        self._status.update(status)
+        self._event.clear()
+        self._label_text.clear()
+        self._wait_until(ctx, at + self._retention_ms)
+
+    def _time_out(self, ctx, at: int):
+        yield self._timeouts, json.dumps({"id": _key(ctx), "t": at,
+                                          "default_label": self._default_label is not None}, separators=(",", ":"))
+        if self._default_label is not None:
+            yield training_record(self._event.value(), self._default_label, timed_out=True)
+        self._close(ctx, TIMED_OUT, at)
+
+    def process_element1(self, value, ctx):
+        status, now = self._status.value(), self._now(ctx)
+        if status == LABEL_FIRST and now > self._timer.value():  # the label is older than its event
+            yield self._letter("label_without_event", "the label is older than its event", ctx, self._label_text.value())
+            self._label_text.clear()
+            status = None
+        if status == LABEL_FIRST:
+            label_text = self._label_text.value()
+            yield training_record(value, self._label(label_text))
+            self._close(ctx, JOINED, now)
+        elif status is None:
+            self._status.update(WAITING)
+            self._event.update(value)
+            self._wait_until(ctx, now + self._timeout_ms)
+        # a repeated event (same id) while it waits or after it closed: the first one counts
+
+    def process_element2(self, value, ctx):
+        status, text = self._status.value(), value
+        try:
+            label = self._label(text)
+        except (ValueError, TypeError, KeyError) as err:
+            yield self._letter("not_a_record", f"{type(err).__name__}: {err}"[:300], ctx, text)
+            return
+        if status == WAITING and self._now(ctx) > self._timer.value():
+            # later than the timeout, though time has not yet fired it: the outcome follows the times
+            yield from self._time_out(ctx, self._timer.value())
+            status = TIMED_OUT
+        if status == WAITING:
+            yield training_record(self._event.value(), label)
+            self._close(ctx, JOINED, self._now(ctx))
+        elif status is None:
+            self._status.update(LABEL_FIRST)
+            self._label_text.update(text)
+            # in event time the event is in once time has passed the label's; in processing time it may lag
+            self._wait_until(ctx, self._now(ctx) + (0 if self._event_time else self._timeout_ms))
+        elif status == JOINED or status == LABEL_FIRST:
+            yield self._letter("second_label", f"event {_key(ctx)} already has a label", ctx, text)
+        else:
+            yield self._letter("label_after_timeout", f"event {_key(ctx)} timed out before its label came", ctx, text)
+
+    def on_timer(self, timestamp, ctx):
+        if self._timer.value() != timestamp:
+            return
+        self._timer.clear()
+        status = self._status.value()
+        if status == WAITING:
+            yield from self._time_out(ctx, timestamp)
+        elif status == LABEL_FIRST:
+            yield self._letter("label_without_event", "no event with this id came before the label's time", ctx,
+                               self._label_text.value())
+            self._status.clear()
+            self._label_text.clear()
+        else:  # closed long enough: forget the id
+            self._status.clear()
+
+
+def join_labels(events, labels, *, timeout_ms: float, time: str = "event", default_label=None,
+                retention_ms: Optional[float] = None, event_key: Callable[[str], str] = json_key,
+                label_key: Callable[[str], str] = json_key, label: Callable = json_label,
+                python_in: str = "jvm", name: str = "join") -> JoinOutput:
+    """Joins ``events`` with their ``labels`` by id; an event waits at most ``timeout_ms``.
+
+    Args:
+        events: a ``DataStream`` of event texts (default: JSON with ``"id"`` and the features).
+        labels: a ``DataStream`` of label texts (default: JSON with ``"id"`` and ``"y"``).
+        timeout_ms: how long an event waits for its label.
+        time: ``"event"`` (the streams' timestamps and watermarks: assign them at the sources,
+            e.g. Kafka's record time; a job's outcome then never depends on its speed) or
+            ``"processing"`` (the wall clock).
+        default_label: the label of an event whose label did not come in time (e.g. ``0``, "no
+            click"), or ``None`` to drop it; counted in ``timeouts`` either way.
+        retention_ms: how long a closed id is remembered, to tell a second or late label from a
+            label without event (default: ``timeout_ms``); then its state is cleared.
+        event_key, label_key, label: how to read an id and a label from the texts.
+        python_in: where the join's Python runs: ``"jvm"`` (inside the TaskManagers) or ``"processes"``.
+
+    Returns:
+        :class:`JoinOutput`: training records, timeouts, dead letters.
+
+    Example::
+
+        joined = join_labels(events, labels, timeout_ms=60_000, default_label=0)
+        batches = text_batches(joined.records, 32, parse=json_example, classes=2)
+    """
+    from pyflink.datastream import DataStream, KeyedStream
+    from pyflink.java_gateway import get_gateway
+
+    from ..flink.environment import keep_every_sink
+    from ..flink.execution import keyed_co_process, process
+    from ..flink.loop import FeedbackLoop
+
+    for stream, what in ((events, "events"), (labels, "labels")):
+        if not isinstance(stream, DataStream):
+            raise ConfigError(f"{what} must be a pyflink DataStream of texts. Received: {type(stream).__name__}")
+    require_number("timeout_ms", timeout_ms, above=0, unit="milliseconds")
+    require_number("retention_ms", retention_ms, 0, optional=True, unit="milliseconds")
+    if time not in TIMES:
+        raise ConfigError(f"time must be 'event' or 'processing'. Received: time={time!r}")
+    if default_label is not None and not isinstance(default_label, (str, bool)) and not is_number(default_label):
+        raise ConfigError(f"default_label must be a number, a string or None. Received: default_label={default_label!r}")
+    for fn, what in ((event_key, "event_key"), (label_key, "label_key"), (label, "label")):
+        if not callable(fn):
+            raise ConfigError(f"{what} must be a function of one text. Received: {what}={fn!r}")
+    row_type = Types.ROW([Types.STRING(), Types.STRING()])
+    keep_every_sink(events._j_data_stream.getExecutionEnvironment())
+
+    def keyed(stream, key, what):
+        rows = process(stream, KeyRecords(key, what, name), row_type, python_in)
+        rows = rows.name(f"{name}: key {what}s").uid(f"{name}-key-{what}s")
+        parallelism = stream._j_data_stream.getTransformation().getParallelism()
+        if parallelism > 0:  # chained to its input: no shuffle, and no more Python workers than it has
+            rows = rows.set_parallelism(parallelism)
+        selector = get_gateway().jvm.org.apache.flink.streaming.api.functions.python.KeyByKeySelector()
+        j_keyed = rows._j_data_stream.keyBy(selector, Types.ROW([Types.STRING()]).get_java_type_info())
+        return rows, KeyedStream(j_keyed, Types.STRING(), rows)  # the function sees the text, the key in ctx
+
+    event_rows, keyed_events = keyed(events, event_key, "event")
+    label_rows, keyed_labels = keyed(labels, label_key, "label")
+    function = JoinLabels(timeout_ms, timeout_ms if retention_ms is None else retention_ms, time == "event",
+                          default_label, label, name)
+    joined = keyed_co_process(keyed_events.connect(keyed_labels), function, Types.STRING(), python_in)
+    joined = joined.name(f"{name}: join events with labels").uid(f"{name}-join")
+    dead = FeedbackLoop.side_output(joined, _tag(name, "dead-letters"))
+    dead = dead.union(FeedbackLoop.side_output(event_rows, _tag(name, "dead-letters")),
+                      FeedbackLoop.side_output(label_rows, _tag(name, "dead-letters")))
+    return JoinOutput(records=joined, timeouts=FeedbackLoop.side_output(joined, _tag(name, "timeouts")),
+                      dead_letters=dead)

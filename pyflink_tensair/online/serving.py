@@ -1,0 +1,254 @@
+"""``serve()``: inference operators that hold a model, apply its updates as they arrive, and answer events.
+
+Operator graph (``P`` = ``ServeConfig.parallelism``)::
+
+    events (JSON text) ─► rebalance ─► group into micro-batches (JVM, P) ─┐
+                                                                           ├─► servers (P, Python) ─► predictions (Row per event)
+    model updates (TrainOutput.updates) ─► broadcast ──────────────────────┘        ├─► freshness (side output, JSON)
+                                                                                     └─► dead letters (side output, JSON)
+
+The events cross into Python once per micro-batch (``Chunks``, the JVM grouping ``text_batches``
+uses, with a maximum wait so that a slow stream is still answered). Each server keeps a
+:class:`~.updates.ModelView`: it starts from the builder's weights (or the given ``.keras``) at
+version 0 and applies every update that reaches it; a delta it cannot place waits for the next
+snapshot. A server holds no event between two callbacks, and the grouping keeps its pending
+events in Flink state, so a job restored from a checkpoint loses no event and serves none twice;
+the restored trainer publishes a snapshot at once (the servers start again from version 0).
+
+Each prediction row says which model version answered and how old that version was (``model_age_ms``:
+the time since the newest training step it includes; ``-1`` while a server still holds the
+starting model). The freshness stream tells, once per update, how long each training step it
+carried took to reach its first served prediction.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional, Tuple
+
+import numpy as np
+from pyflink.common import Row, Types
+from pyflink.datastream import CoProcessFunction, OutputTag, ProcessFunction
+
+from ..config import PythonIn, ServeConfig
+from ..core.messages import DeadLetter, preview
+from ..errors import ConfigError, WireFormatError
+
+if TYPE_CHECKING:
+    from pyflink.datastream import DataStream
+
+PREDICTION_FIELDS = ["key", "prediction", "model_version", "model_age_ms", "served_at_ms"]
+
+
+def json_event(text: str) -> Tuple[str, object]:
+    """``(key, features)`` of one event's JSON text, ``{"id": ..., "x": [...]}`` (more fields
+    may follow); raises ``ValueError`` or ``KeyError`` on anything else (a dead letter).
+
+        >>> json_event('{"id": 7, "x": [0.5, 1.0], "t": 12}')
+        ('7', [0.5, 1.0])
+    """
+    event = json.loads(text)
+    if not isinstance(event, dict):
+        raise ValueError(f"an event is a JSON object with 'id' and 'x', not a JSON {type(event).__name__}")
+    return str(event["id"]), event["x"]
+
+
+def prediction_type():
+    """``Row(key, prediction, model_version, model_age_ms, served_at_ms)``: the key as a string,
+    the model's output for the event flattened to a list of doubles (a ``LIST`` type: a
+    ``double[]`` cannot come out of a Python operator inside the JVM), the version that answered, its age and
+    the time of the answer (epoch ms)."""
+    return Types.ROW_NAMED(PREDICTION_FIELDS, [Types.STRING(), Types.LIST(Types.DOUBLE()), Types.LONG(),
+                                               Types.LONG(), Types.LONG()])
+
+
+def _freshness_tag(name: str) -> OutputTag:
+    return OutputTag(f"{name}-freshness", Types.STRING())
+
+
+def _dead_letters_tag(name: str) -> OutputTag:
+    return OutputTag(f"{name}-dead-letters", Types.STRING())
+
+
+@dataclass(frozen=True)
+class ServeOutput:
+    """The streams ``serve`` returns.
+
+    Attributes:
+        predictions: one ``Row`` per good event (:func:`prediction_type`); a PyFlink user converts
+            it to a Table with ``t_env.from_data_stream(predictions)``.
+        freshness: JSON strings, one per update a server first used for a prediction:
+            ``{"server", "version", "served_at_ms", "freshness_ms": [per training step]}``.
+        dead_letters: JSON strings, one per event set aside (not parsed, or not fitting the
+            model) and per unreadable update (:class:`~pyflink_tensair.DeadLetter`).
+    """
+
+    predictions: "DataStream"
+    freshness: "DataStream"
+    dead_letters: "DataStream"
+
+
+class _Server:
+    """What every server does (module docstring); the two PyFlink functions below host it."""
+
+    def __init__(self, model, parse: Callable, config: ServeConfig):
+        self._model = model
+        self._parse = parse
+        self._config = config
+
+    def open(self, runtime_context):
+        from ..flink.functions import subtask_index
+        from ..models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads, load_model
+        from ..core.updates import ModelView
+
+        if self._config.python_in is not PythonIn.JVM:  # a process of its own; in a JVM the replicas' budget holds
+            configure_tensorflow_threads(1, None)
+        self._index = subtask_index(runtime_context)
+        keras_model = load_model(self._model, seed=self._config.seed)
+        self._adapter = KerasModelAdapter(keras_model)
+        self._predict = keras_model.predict_on_batch
+        inputs = self._adapter.batch_spec().inputs
+        shape = next(iter(inputs.values())) if len(inputs) == 1 else None
+        self._shape = tuple(shape) if shape is not None and all(isinstance(n, int) for n in shape) else None
+        self._view = ModelView(self._adapter)
+        self._freshness_tag = _freshness_tag(self._config.name)
+        self._dead_letters_tag = _dead_letters_tag(self._config.name)
+
+    def _answer(self, chunk):
+        before, texts = int(chunk[1]), chunk[2:]
+        keys, features = [], []
+        for i, text in enumerate(texts):
+            try:
+                key, x = self._parse(text)
+                x = np.asarray(x, np.float32)
+                if self._shape is not None and x.shape != self._shape:
+                    raise ValueError(f"features of shape {x.shape}, the model takes {self._shape}")
+                if not np.all(np.isfinite(x)):
+                    raise ValueError("features that are not finite")
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+                yield self._dead_letters_tag, DeadLetter(
+                    "not_a_record", f"{type(err).__name__}: {err}"[:300], "event", "serve",
+                    before + i, preview(text)).to_json()
+                continue
+            keys.append(key)
+            features.append(x)
+        if not keys:
+            return
+        y = np.asarray(self._predict(np.stack(features)), np.float64).reshape(len(keys), -1)
+        now_ms = time.time() * 1000.0
+        age = self._view.age_ms(now_ms)
+        fresh = self._view.served(now_ms)
+        if len(fresh):
+            yield self._freshness_tag, json.dumps({
+                "server": self._index, "version": self._view.version, "served_at_ms": now_ms,
+                "freshness_ms": [round(float(f), 3) for f in fresh]}, separators=(",", ":"))
+        version, age, served_at = int(self._view.version), -1 if age is None else int(round(age)), int(now_ms)
+        for key, row in zip(keys, y.tolist()):
+            yield Row(key, row, version, age, served_at)
+
+    def _update(self, data):
+        from ..core.updates import decode_update
+
+        try:
+            update = decode_update(data)
+        except WireFormatError as err:
+            yield self._dead_letters_tag, DeadLetter("not_a_record", str(err)[:300], "update", "serve", -1,
+                                                     preview(bytes(data))).to_json()
+            return
+        self._view.apply(update)
+
+
+class UpdatedServer(_Server, CoProcessFunction):
+    """Input 1: a chunk ``[n, events before it, event, ...]`` of event texts; input 2: an encoded update."""
+
+    def process_element1(self, value, ctx):
+        yield from self._answer(value)
+
+    def process_element2(self, value, ctx):
+        yield from self._update(value)
+
+
+class FrozenServer(_Server, ProcessFunction):
+    """A chunk of event texts in, predictions of the starting model out."""
+
+    def process_element(self, value, ctx):
+        yield from self._answer(value)
+
+
+def _updates_stream(updates):
+    """The updates stream of ``updates``: a ``DataStream`` of encoded updates, a ``TrainOutput``
+    (whose config must publish them), or ``None`` (a frozen model)."""
+    if updates is None or not hasattr(updates, "updates"):
+        return updates
+    train_config = getattr(updates, "config", None)
+    if train_config is not None and train_config.updates is None:
+        raise ConfigError("serve() got a TrainOutput whose training publishes no model updates: train with "
+                          "TrainConfig(updates=ModelUpdates(...)) to serve the freshest model")
+    return updates.updates
+
+
+def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
+          parse: Callable[[str], Tuple[str, object]] = json_event, check_model: bool = True) -> ServeOutput:
+    """Answers ``events`` with ``model``, moved on by ``updates`` as they arrive.
+
+    Args:
+        events: a ``DataStream`` of event texts; ``parse`` makes each ``(key, features)``
+            (default :func:`json_event`: ``{"id": ..., "x": [...]}``). Events that do not parse
+            or fit the model become dead letters.
+        updates: ``train(...)`` 's output (trained with ``TrainConfig(updates=ModelUpdates())``),
+            or its ``updates`` stream, or ``None`` to serve the starting model as it is (a frozen
+            baseline).
+        model: what ``train`` got: a builder of a compiled ``keras.Model`` (importable by the
+            workers) or the path of a saved ``.keras``; the servers start from it.
+        config: :class:`~pyflink_tensair.ServeConfig` (parallelism, micro-batches, where Python runs).
+        check_model: build the model once here, so a broken builder fails before the job starts.
+
+    Returns:
+        :class:`ServeOutput`: predictions (a Row per event), freshness, dead letters.
+
+    Example (``tests/test_online_serving.py`` runs it)::
+
+        out = train(batches, model=build, config=TrainConfig(updates=ModelUpdates(every_ms=200)))
+        served = serve(events, out, model=build, config=ServeConfig(parallelism=2))
+        served.predictions   # Row(key, prediction, model_version, model_age_ms, served_at_ms)
+    """
+    from pyflink.datastream import DataStream
+    from pyflink.java_gateway import get_gateway
+
+    from ..flink.environment import add_channel_jar, keep_every_sink, use_this_interpreter
+    from ..flink.execution import co_process, process
+    from ..flink.loop import FeedbackLoop
+    from ..models.keras_adapter import check_model_argument, load_model
+
+    if not isinstance(events, DataStream):
+        raise ConfigError(f"events must be a pyflink DataStream of event texts. Received: {type(events).__name__}")
+    if not isinstance(config, ServeConfig):
+        raise ConfigError(f"config must be a ServeConfig. Received: config={config!r}")
+    if not callable(parse):
+        raise ConfigError(f"parse must be a function of one event text. Received: parse={parse!r}")
+    updates = _updates_stream(updates)
+    if updates is not None and not isinstance(updates, DataStream):
+        raise ConfigError(f"updates must be a TrainOutput, its updates stream or None. Received: {type(updates).__name__}")
+    check_model_argument(model)
+    if check_model:
+        load_model(model, seed=config.seed)
+    j_env = events._j_data_stream.getExecutionEnvironment()
+    add_channel_jar(j_env)
+    use_this_interpreter(j_env)
+    keep_every_sink(j_env)  # the side outputs' sinks too, when the predictions are collected
+    name, p = config.name, config.parallelism
+    chunker = get_gateway().jvm.pyflinktensair.feedback.Chunks(config.batch_size, max(1, int(config.max_wait_ms)))
+    chunk_type = Types.BASIC_ARRAY(Types.STRING())
+    chunks = DataStream(events.rebalance()._j_data_stream.transform("chunks", chunk_type.get_java_type_info(), chunker))
+    chunks = chunks.name(f"{name}: group events on the JVM").uid(f"{name}-chunks").set_parallelism(p)
+    if updates is None:
+        served = process(chunks, FrozenServer(model, parse, config), prediction_type(), config.python_in)
+    else:
+        served = co_process(chunks.connect(updates.broadcast()), UpdatedServer(model, parse, config),
+                            prediction_type(), config.python_in)
+    served = served.name(f"{name}: servers").uid(f"{name}-servers").set_parallelism(p)
+    return ServeOutput(predictions=served,
+                       freshness=FeedbackLoop.side_output(served, _freshness_tag(name)),
+                       dead_letters=FeedbackLoop.side_output(served, _dead_letters_tag(name)))

@@ -1,0 +1,92 @@
+"""The online loop on a local mini-cluster: the guide's serving snippet, serve() with bad events,
+and jobs/online_loop.py's accounting (every event and every label ends in exactly one place)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("pyflink")
+
+from pyflink_tensair import cluster  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.flink
+
+
+def guide_snippet() -> str:
+    page = open(os.path.join(ROOT, "docs", "guide", "online-loop.md"), encoding="utf-8").read()
+    return re.search(r"```python\n(.*?)```", page, re.S).group(1)
+
+
+def test_the_guides_serving_snippet_runs_and_serves_newer_versions_as_training_goes(tmp_path):
+    result = subprocess.run([sys.executable, "-c", guide_snippet()], capture_output=True, text=True, timeout=600,
+                            cwd=str(tmp_path), env=cluster.client_environment())
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = re.search(r"events answered: (\d+) by model versions: (\d+)", result.stdout)
+    assert found, result.stdout[-2000:]
+    assert int(found.group(1)) == 480 and int(found.group(2)) >= 2  # every event once, and updates applied
+
+
+def test_serve_in_processes_answers_good_events_and_sets_bad_ones_aside(tmp_path):
+    from pyflink.common import Types
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from pyflink_tensair import DeadLetter, ServeConfig, serve
+    from pyflink_tensair.flink.sinks import write_json_lines
+    from pyflink_tensair.models import zoo
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    good = [json.dumps({"id": f"e{i}", "x": [float(i)] * 20}) for i in range(50)]
+    bad = ["not json", json.dumps({"id": "short", "x": [1.0, 2.0]}), json.dumps({"x": [0.0] * 20})]
+    events = env.from_collection(good[:25] + bad + good[25:], type_info=Types.STRING())
+    served = serve(events, None, model=zoo.quickstart_classifier,
+                   config=ServeConfig(parallelism=2, batch_size=8, python_in="processes"))
+    write_json_lines(served.dead_letters, str(tmp_path), "dead").set_parallelism(1)
+    with served.predictions.execute_and_collect() as rows:
+        rows = list(rows)
+    assert sorted(r.key for r in rows) == sorted(f"e{i}" for i in range(50))
+    assert all(len(r.prediction) == 4 and r.model_version == 0 and r.model_age_ms == -1 for r in rows)
+    letters = [DeadLetter.from_json(line) for name in os.listdir(tmp_path) for line in open(tmp_path / name)]
+    assert sorted(letter.reason for letter in letters) == ["not_a_record"] * 3
+    assert any("shape" in letter.detail for letter in letters)
+
+
+def test_serve_refuses_what_it_cannot_use():
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from pyflink_tensair import ConfigError, ServeConfig, TrainConfig, batch_source, serve, train
+    from pyflink_tensair.datasets.teacher import teacher_classification_batch
+    from pyflink_tensair.models import zoo
+    import functools
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    events = env.from_collection(["{}"])
+    with pytest.raises(ConfigError, match="publishes no model updates"):
+        make = functools.partial(teacher_classification_batch, batch_size=8, features=20, classes=4, seed=0)
+        out = train(batch_source(env, 2, make), model=zoo.quickstart_classifier, config=TrainConfig())
+        serve(events, out, model=zoo.quickstart_classifier)
+    with pytest.raises(ConfigError, match="DataStream of event texts"):
+        serve([1, 2], None, model=zoo.quickstart_classifier)
+    with pytest.raises(ConfigError, match="ServeConfig.python_in"):
+        ServeConfig(python_in="client")
+
+
+def test_the_online_loop_job_accounts_for_every_event_and_label(tmp_path):
+    summary_path = tmp_path / "summary.json"
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "jobs", "online_loop.py"), "--events", "600",
+                             "--events-per-s", "100", "--warmup-s", "0", "--outdir", str(tmp_path / "out"), "--summary", str(summary_path),
+                             "--checkpoints-interval-s", "none", "--progress-every", "30"],
+                            capture_output=True, text=True, timeout=900, env=cluster.client_environment())
+    assert result.returncode == 0, result.stderr[-3000:]
+    s = json.loads(summary_path.read_text())
+    assert s["events_served"] == s["frozen_served"] == 600
+    labels_dead = sum(1 for line in open(next((tmp_path / "out").glob("online-dead-letters-*.jsonl")))
+                      if json.loads(line)["what"] == "label")
+    assert s["labels_joined"] + labels_dead == s["labels_sent"]  # each label joined once or set aside
+    assert s["labels_joined"] + s["label_timeouts"] == s["events"]  # each event joined or timed out
+    assert s["versions_served"] >= 2 and s["freshness_ms_p99"] is not None
+    # how much the loop is worth (served against frozen accuracy) is a benchmark's figure, not a test's
