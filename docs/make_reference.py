@@ -65,13 +65,13 @@ def config_page() -> str:
     from pyflink_tensair.cli.settings import attributes, settings
 
     classes = [config.TrainConfig, config.AutoSettings, config.PeerUpdates, config.Guards, config.LatencySettings,
-               config.Checkpoints, config.Exports]
+               config.Checkpoints, config.Exports, config.ModelUpdates, config.ServeConfig]
     enums = [config.Mode, config.PythonIn]
     flags = {(row.owner, row.name): row.flag for row in settings()}
     out = [HEADER, "# Configuration reference\n\n",
-           "Every setting of `train()`, from the dataclasses of `pyflink_tensair/config.py`: "
+           "Every setting of `train()` and `serve()`, from the dataclasses of `pyflink_tensair/config.py`: "
            "the field, the jobs' flag for it (`none` on a command line is `None`), its type, its default "
-           "and what it does.\n"]
+           "and what it does (`ServeConfig` is Python only: no job flag).\n"]
     for cls in classes:
         summary = _markdown((inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " "))
         described = attributes(cls)
