@@ -200,6 +200,18 @@ def _drive(replicas, script, queue):
     return queue, outputs
 
 
+def _assert_same_finals(straight, restored, rest, in_flight):
+    """``rest`` of the script driven through both sets of replicas: the same final models."""
+    _, out_a = _drive(straight, rest, list(in_flight))
+    _, out_b = _drive(restored, rest, list(in_flight))
+    finals_a = {e.replica: e for e in out_a if isinstance(e, FinalModel)}
+    finals_b = {e.replica: e for e in out_b if isinstance(e, FinalModel)}
+    assert sorted(finals_a) == sorted(finals_b) == [0, 1]
+    for r in finals_a:
+        np.testing.assert_array_equal(finals_a[r].weights["w"], finals_b[r].weights["w"])
+        assert finals_a[r].model_version == finals_b[r].model_version
+
+
 @pytest.mark.parametrize("bound", [0, 2, None])
 def test_snapshot_and_restore_resume_exactly(bound):
     batches = make_regression_batches(14, 3, seed=7)
@@ -216,17 +228,10 @@ def test_snapshot_and_restore_resume_exactly(bound):
     restored = make()
     for replica, snapshot in zip(restored, snapshots):
         replica.restore(snapshot)
-    _, out_a = _drive(straight, second, list(in_flight))
-    _, out_b = _drive(restored, second, list(in_flight))
-    finals_a = {e.replica: e for e in out_a if isinstance(e, FinalModel)}
-    finals_b = {e.replica: e for e in out_b if isinstance(e, FinalModel)}
-    assert sorted(finals_a) == sorted(finals_b) == [0, 1]
-    for r in finals_a:
-        np.testing.assert_array_equal(finals_a[r].weights["w"], finals_b[r].weights["w"])
-        assert finals_a[r].model_version == finals_b[r].model_version
+    _assert_same_finals(straight, restored, second, in_flight)
 
 
-# The counters of release 0.2.0's snapshots: one int64 array "counters", by position, in this order
+# The counters of snapshots before release 0.2.0: one int64 array "counters", by position, in this order
 _POSITIONAL_COUNTERS = ("local_step", "model_version", "messages_sent", "bytes_sent", "dense_bytes_sent",
                         "messages_applied", "duplicates_dropped", "bound_overflows", "_sync_done",
                         "_outgoing_first", "input_ended", "done_sent", "finished", "messages_resent",
@@ -267,14 +272,7 @@ def test_a_snapshot_with_positional_counters_of_the_previous_release_restores(bo
         again = replica.snapshot()
         assert sorted(again) == sorted(snapshot)
         assert all(np.array_equal(again[k], snapshot[k]) for k in snapshot), [k for k in snapshot if not np.array_equal(again[k], snapshot[k])]
-    _, out_a = _drive(straight, second, list(in_flight))
-    _, out_b = _drive(restored, second, list(in_flight))
-    finals_a = {e.replica: e for e in out_a if isinstance(e, FinalModel)}
-    finals_b = {e.replica: e for e in out_b if isinstance(e, FinalModel)}
-    assert sorted(finals_a) == sorted(finals_b) == [0, 1]
-    for r in finals_a:
-        np.testing.assert_array_equal(finals_a[r].weights["w"], finals_b[r].weights["w"])
-        assert finals_a[r].model_version == finals_b[r].model_version
+    _assert_same_finals(straight, restored, second, in_flight)
     # older releases wrote fewer counters: the first ones restore, the others keep their values
     shorter = make()[0]
     shorter.restore({**old[0], "counters": old[0]["counters"][:8]})

@@ -620,7 +620,7 @@ class Replica:
                  "messages_rejected", "gradients_clipped", "steps_skipped", "messages_while_serving",
                  "_drift_at", "_pending_drift", "_pending_origin", "_position")
     _FLAGS = ("input_ended", "done_sent", "finished")
-    # Snapshots of release 0.2.0 and older: one int64 array ``counters``, these names in this order
+    # Snapshots of the releases before 0.2.0: one int64 array ``counters``, these names in this order
     # (older releases wrote fewer of them). Frozen: restore() still reads it.
     _POSITIONAL_COUNTERS = ("local_step", "model_version", "messages_sent", "bytes_sent", "dense_bytes_sent",
                             "messages_applied", "duplicates_dropped", "bound_overflows", "sync_done",

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Optional
 
 from pyflink.common import Row, Types
 from pyflink.datastream import KeyedCoProcessFunction, OutputTag, ProcessFunction
