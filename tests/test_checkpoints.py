@@ -32,12 +32,15 @@ def run(tmp_path, config, maker):
 
     settings = Configuration()
     if config.python_in.value == "processes":
-        # A second TaskManager in the mini-cluster, as a real cluster's supervisor would replace a
-        # lost one: cancelling process-mode Python tasks at the failover can kill their TaskManager
-        # (Beam's "Reference count must not be negative", docs/reliability.md), and the
-        # mini-cluster's only one never came back: NoResourceAvailableException, twice in about
-        # ten CI runs. (Not in thread mode: PEMJA loads its native library once per JVM.)
+        # Spare slots, as a real cluster's supervisor would replace a lost TaskManager: cancelling
+        # process-mode Python tasks at the failover can kill their TaskManager (Beam's "Reference
+        # count must not be negative", docs/reliability.md) or hold its slot, and a restart then
+        # finds none: NoResourceAvailableException after the 5-minute slot request timeout, about
+        # one CI run in six. Two TaskManagers alone were not enough: the mini-cluster gave each one
+        # slot (the job's parallelism split across them), so each held half the job and none spare.
+        # (Not in thread mode: PEMJA loads its native library once per JVM.)
         settings.set_string("local.number-taskmanager", "2")
+        settings.set_string("taskmanager.numberOfTaskSlots", "2")
     env = StreamExecutionEnvironment.get_execution_environment(settings)
     out = train(batch_source(env, BATCHES, maker, rate=RATE, name="ckpt"), model=MODEL, config=config)
     write_json_lines(out.metrics, str(tmp_path / "out"), "metrics", name=config.name)
@@ -45,7 +48,9 @@ def run(tmp_path, config, maker):
     try:
         env.execute("checkpointed job")
     except Exception as err:
-        raise AssertionError(f"the job failed: {str(err)[:2000]}\n--- mini-cluster log ---\n{local_log_excerpt()}") from err
+        # the log first and without Py4J's chained trace: CI's report keeps a failure's head and tail
+        raise AssertionError(f"the job failed\n--- mini-cluster log ---\n{local_log_excerpt()}\n"
+                             f"--- error ---\n{str(err)[:1500]}") from None
     return read_results(tmp_path / "out")
 
 
