@@ -8,12 +8,21 @@ Runs, each in its own process and local mini-cluster (one server, micro-batches 
 quickstart classifier):
 - ``plain``: the same events parsed, stacked and answered by ``model.predict_on_batch`` in a loop.
 - ``serve``: ``serve`` of a frozen model over events from a collection, as fast as it takes them;
-  events/s from the first to the last answer (the job's start-up left out).
+  events/s from the first to the last answer (the job's start-up left out). The predictions are
+  written to a file on the JVM (``write_json_lines``), as a job would hand them to Kafka: no
+  per-row crossing into Python behind the servers.
 - ``serve_training``: the same while two replicas train beside it (20 batches/s) and publish
   updates every 200 ms, which the server applies.
-- ``fresh``: events paced at ``--paced-rate`` per second while the replicas train; freshness (a
-  training step to its first served prediction) and latency (an event's creation to its answer),
-  the first ``--settle-s`` seconds of answers left out.
+- ``fresh``: events paced at half the rate ``serve_training`` sustained in the same repeat (or
+  ``--paced-rate``) while the replicas train; freshness (a training step to its first served
+  prediction) and latency (an event's creation to its answer), the first ``--settle-s`` seconds
+  of answers left out.
+
+The events of the Flink runs are made on the JVM (:mod:`pyflink_tensair.online.synthetic`), the
+plain loop's in Python in the same format. Each run reports events/s over its steady part (from
+the answer to a tenth of the events on) and events per CPU second of its whole process tree
+(the job's every thread; the plain loop's one), so that ``serve/plain per core`` is the cost of
+an event in Flink against the plain loop's.
 """
 
 from __future__ import annotations
@@ -32,22 +41,10 @@ import numpy as np
 FEATURES, CLASSES, BATCH = 20, 4, 64
 
 
-def _event(i: int, created_ms: float = 0.0) -> str:
-    x = np.random.default_rng([7, i]).normal(size=FEATURES).round(4).tolist()
-    return json.dumps({"id": f"{i}:{created_ms:.1f}", "x": x})
-
-
-class _PacedEvent:
-    def __init__(self, rate: float):
-        self._rate, self._start = rate, None
-
-    def __call__(self, i: int) -> str:
-        if self._start is None:
-            self._start = time.time()
-        wait = self._start + i / self._rate - time.time()
-        if wait > 0:
-            time.sleep(wait)
-        return _event(i, time.time() * 1000.0)
+def _event(i: int) -> str:
+    """Event ``i`` as the JVM's ``SyntheticEvents`` writes it (the same format and length; other draws)."""
+    x = np.random.default_rng([7, i]).normal(size=FEATURES)
+    return '{"id":"%d:%d","x":[%s]}' % (i, 1764000000000 + i, ",".join("%.4f" % v for v in x))
 
 
 def run_plain(events: int) -> dict:
@@ -59,11 +56,26 @@ def run_plain(events: int) -> dict:
     model = zoo.quickstart_classifier(features=FEATURES, classes=CLASSES)
     texts = [_event(i) for i in range(events)]
     model.predict_on_batch(np.zeros((BATCH, FEATURES), np.float32))  # traced before the clock starts
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), _cpu_s()
     for start in range(0, events, BATCH):
         parsed = [json_event(t) for t in texts[start:start + BATCH]]
         model.predict_on_batch(np.stack([np.asarray(x, np.float32) for _, x in parsed]))
-    return {"events_per_s": events / (time.perf_counter() - began)}
+    return {"events_per_s": events / (time.perf_counter() - began), "events_per_cpu_s": events / (_cpu_s() - cpu)}
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and all its children (a local mini-cluster's JVM, its Python workers)."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
 
 
 def _training(env):
@@ -77,49 +89,86 @@ def _training(env):
 
 
 def run_flink(kind: str, events: int, paced_rate: float, settle_s: float, python_in: str) -> dict:
-    from pyflink.common import Types
     from pyflink.datastream import StreamExecutionEnvironment
 
     from pyflink_tensair import ServeConfig, serve
     from pyflink_tensair.flink.sinks import write_json_lines
-    from pyflink_tensair.flink.sources import number_sequence
     from pyflink_tensair.models import zoo
+    from pyflink_tensair.online.synthetic import synthetic_events
+    from pyflink_tensair.waiting import wait_until
 
     env = StreamExecutionEnvironment.get_execution_environment()
     config = ServeConfig(batch_size=BATCH, python_in=python_in)
-    if kind == "fresh":
-        texts = number_sequence(env, 0, events - 1, name="events", uid="events").map(
-            _PacedEvent(paced_rate), output_type=Types.STRING())
-    else:
-        texts = env.from_collection([_event(i) for i in range(events)], type_info=Types.STRING())
+    texts = synthetic_events(env, events, features=FEATURES, rate=paced_rate if kind == "fresh" else None)
     training = _training(env) if kind in ("serve_training", "fresh") else None
     served = serve(texts, training, model=zoo.quickstart_classifier, config=config)
     folder = os.path.join("/tmp", f"online-serving-{os.getpid()}")
     os.makedirs(folder, exist_ok=True)
     write_json_lines(served.freshness, folder, "freshness").set_parallelism(1)
+    # written on the JVM, so that no per-row crossing into this process slows the servers down
+    write_json_lines(served.predictions, folder, "predictions").set_parallelism(1).disable_chaining()
+    env.execute_async("online serving")
+    path = os.path.join(folder, "predictions-0.jsonl")
+
+    def lines():
+        if not os.path.exists(path):
+            return 0
+        with open(path, "rb") as f:
+            return f.read().count(b"\n")
+
+    # CPU of the whole job (every thread of the JVM and its Python workers) over the steady part of
+    # the run: from the answer to a tenth of the events (start-up and warm-up before it) to the last
+    steady = events // 10 if kind != "fresh" else 0
+    wait_until(lambda: lines() >= steady, timeout_s=600, interval_s=0.05, what=f"{steady} predictions")
+    cpu_from, lines_from = _cpu_s(), lines()
+    wait_until(lambda: lines() >= events, timeout_s=600, interval_s=0.05, what=f"{events} predictions")
+    cpu_per_event = (_cpu_s() - cpu_from) / max(1, lines() - lines_from)
     answered = []
-    with served.predictions.execute_and_collect() as rows:
-        for row in rows:
-            answered.append((row.served_at_ms, float(row.key.split(":")[1])))
-            if len(answered) == events:
-                break
-    served_at = np.array([a for a, _ in answered], np.float64)
+    with open(path) as f:
+        for line, _ in zip(f, range(events)):  # complete lines only: the sink may be writing the next
+            row = json.loads(line)
+            answered.append((row["served_at_ms"], float(row["key"].split(":")[1]), row["model_version"]))
+    served_at = np.array([a for a, _, _ in answered], np.float64)
     out = {"events": len(answered)}
     if kind != "fresh":
-        out["events_per_s"] = (len(served_at) - 1) / max(1e-3, (served_at.max() - served_at.min()) / 1000.0)
+        served_at = np.sort(served_at)[steady:]
+        out["events_per_s"] = (len(served_at) - 1) / max(1e-3, (served_at[-1] - served_at[0]) / 1000.0)
+        out["events_per_cpu_s"] = 1.0 / cpu_per_event
         return out
     first = served_at.min() + settle_s * 1000.0
-    latency = np.array([a - c for a, c in answered if a >= first])
-    fresh = []
-    for name in os.listdir(folder):
-        for line in open(os.path.join(folder, name)):
-            record = json.loads(line)
-            if record["served_at_ms"] >= first:
-                fresh += record["freshness_ms"]
+    latency = np.array([a - c for a, c, _ in answered if a >= first])
+    fresh, steps = [], []
+    for record in (json.loads(line) for line in open(os.path.join(folder, "freshness-0.jsonl"))):
+        steps += [(record["served_at_ms"] - f, v) for f, v in zip(record["freshness_ms"], record["step_versions"])]
+        if record["served_at_ms"] >= first:
+            fresh += record["freshness_ms"]
     out.update(latency_ms_p50=float(np.percentile(latency, 50)), latency_ms_p99=float(np.percentile(latency, 99)),
                freshness_ms_p50=float(np.percentile(fresh, 50)) if fresh else None,
                freshness_ms_p99=float(np.percentile(fresh, 99)) if fresh else None, freshness_steps=len(fresh))
+    behind = versions_behind(steps, [(a, v) for a, _, v in answered if a >= first])
+    if len(behind):
+        out.update(versions_behind_p50=float(np.percentile(behind, 50)),
+                   versions_behind_p99=float(np.percentile(behind, 99)))
     return out
+
+
+def versions_behind(steps, answers) -> np.ndarray:
+    """For each answer ``(served_at_ms, model_version)``, how many model versions the trainer had
+    made by then that the answer's model did not hold: the newest version among ``steps``
+    (``(made_at_ms, version)`` of every training step a server received) made up to
+    ``served_at_ms``, less the version that answered (0 at the least).
+
+        >>> versions_behind([(10.0, 1), (20.0, 2), (30.0, 3)], [(25.0, 1), (35.0, 3), (5.0, 0)]).tolist()
+        [1, 0, 0]
+    """
+    if not steps or not answers:
+        return np.zeros(0, np.int64)
+    steps = sorted(steps)
+    made_at = np.array([t for t, _ in steps])
+    newest = np.maximum.accumulate(np.array([v for _, v in steps], np.int64))
+    at = np.searchsorted(made_at, np.array([a for a, _ in answers]), side="right") - 1
+    held = np.where(at >= 0, newest[np.maximum(at, 0)], 0)
+    return np.maximum(0, held - np.array([v for _, v in answers], np.int64))
 
 
 def _one(args) -> dict:
@@ -152,17 +201,25 @@ def _run_one(command, env) -> "str | None":
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.online_serving", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=20_000, help="events of the throughput runs (default 20000)")
+    parser.add_argument("--events", type=int, default=100_000, help="events of the throughput runs (default 100000)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--paced-rate", type=float, default=100.0, help="events/s of the freshness run (default 100)")
-    parser.add_argument("--paced-s", type=float, default=40.0, help="seconds of paced events (default 40)")
+    parser.add_argument("--paced-rate", type=float, default=None,
+                        help="events/s of the freshness run (default: half the rate serve_training sustained "
+                             "in the same repeat)")
+    parser.add_argument("--paced-s", type=float, default=30.0, help="seconds of paced events (default 30)")
     parser.add_argument("--settle-s", type=float, default=10.0, help="answers left out at the start (default 10 s)")
     parser.add_argument("--python-in", choices=("jvm", "processes"), default="jvm")
     parser.add_argument("--runs", default="plain,serve,serve_training,fresh")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        print("RESULT " + json.dumps(_one(args)), flush=True)
+        from pyflink_tensair.processes import kill, tree
+
+        try:
+            print("RESULT " + json.dumps(_one(args)), flush=True)
+        finally:  # a failed run's mini-cluster would outlive it, adopted by init, and load the next runs
+            if sys.exc_info()[0] is not None:
+                kill(tree([os.getpid()])[1:])
         time.sleep(3600)  # a run with training never ends by itself: the driver stops this process tree
         return 0
     from pyflink_tensair.cluster import client_environment
@@ -170,8 +227,15 @@ def main(argv=None) -> int:
     results = {}
     for repeat in range(args.repeats):
         for kind in args.runs.split(","):  # in turn, so that a noisy minute hits every run alike
+            extra = []
+            if kind == "fresh" and args.paced_rate is None:
+                sustained = results.get("serve_training", results.get("serve", [{}]))[-1].get("events_per_s")
+                if sustained is None:
+                    print("fresh: give --paced-rate, or run serve_training before it", file=sys.stderr)
+                    return 2
+                extra = ["--paced-rate", f"{sustained / 2:.0f}"]
             command = [sys.executable, "-m", "benchmarks.online_serving", "--one", kind,
-                       *(sys.argv[1:] if argv is None else argv)]
+                       *(sys.argv[1:] if argv is None else argv), *extra]
             result_line = _run_one(command, client_environment())
             if result_line is None:
                 print(f"{kind}: failed (see the log above)", file=sys.stderr)
@@ -186,9 +250,10 @@ def main(argv=None) -> int:
 
     summary = {f"{kind}.{key}": median(kind, key) for kind in results for key in results[kind][0] if key != "events"}
     for kind in ("serve", "serve_training"):
-        ratios = [s["events_per_s"] / p["events_per_s"] for s, p in zip(results.get(kind, []), results.get("plain", []))]
-        if ratios:
-            summary[f"{kind}/plain"] = (float(np.median(ratios)), float(min(ratios)), float(max(ratios)))
+        for key, label in (("events_per_s", ""), ("events_per_cpu_s", " per core")):
+            ratios = [s[key] / p[key] for s, p in zip(results.get(kind, []), results.get("plain", []))]
+            if ratios:
+                summary[f"{kind}/plain{label}"] = (float(np.median(ratios)), float(min(ratios)), float(max(ratios)))
     print(json.dumps(summary, indent=1))
     return 0
 

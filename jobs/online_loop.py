@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from pyflink_tensair import ModelUpdates, ServeConfig, join_labels, serve, text_batches, train
+from pyflink_tensair.online.scoring import score
 from pyflink_tensair.cli import flags
 from pyflink_tensair.cli.run import main_guard, run_job
 from pyflink_tensair.datasets.clicks import ClickStream
@@ -42,15 +43,17 @@ WARMUP_EVENTS = 3  # answered by each server before the stream's clock starts
 READY_WAIT_S = 600
 
 
-def ready_marker(outdir: str, prefix: str) -> str:
-    return os.path.join(outdir, f".ready-{prefix}")
+def ready_file(outdir: str, prefix: str) -> str:
+    """The predictions file of ``prefix``'s servers: its first line is a warm-up event's answer
+    (only warm-up events come before the stream's clock starts)."""
+    return os.path.join(outdir, f"{prefix}-0.jsonl")
 
 
 class Paced:
     """``text(n)`` of record ``n``, held back until its stream time is due (the clock compressed).
 
-    The clock starts ``settle_s`` after every server has answered its warm-up events (``ready``
-    marker files): a live stream does not wait for TensorFlow to load, and its first minute
+    The clock starts ``settle_s`` after every server has answered its warm-up events (``ready``:
+    their predictions files are no longer empty): a live stream does not wait for TensorFlow to load, and its first minute
     would otherwise reach the job as one burst, answered by the starting model."""
 
     def __init__(self, stream: ClickStream, kind: str, ready: tuple = (), settle_s: float = 0.0):
@@ -58,7 +61,7 @@ class Paced:
 
     def _wait_until_ready(self) -> None:
         deadline = time.time() + READY_WAIT_S
-        while not all(os.path.exists(path) for path in self._ready) and time.time() < deadline:
+        while not all(os.path.exists(p) and os.path.getsize(p) > 0 for p in self._ready) and time.time() < deadline:
             time.sleep(0.2)
         time.sleep(self._settle_s)  # the replicas load TensorFlow too, on the same cores
 
@@ -111,6 +114,8 @@ def parse_args(argv):
     parser.add_argument("--online-python-in", choices=("jvm", "processes"), default="processes",
                         help="where the servers' and the label join's Python runs (default processes: on a local "
                              "mini-cluster every Python inside the one JVM shares one interpreter lock)")
+    parser.add_argument("--online-score-window", type=flags.at_least(1, name="online_score_window"), default=200,
+                        help="labelled events in the in-job windows of served and frozen accuracy (default 200)")
     parser.add_argument("--warmup-s", type=flags.at_least(0, float, "warmup_s"), default=15.0,
                         help="seconds the stream waits after the servers have answered their first events, while "
                              "the rest of the job starts (default 15)")
@@ -166,24 +171,13 @@ def online_figures(outdir: str, stream: ClickStream) -> dict:
         "labels_joined": sum(1 for r in _lines(outdir, "joined") if not r.get("timed_out")),
         "label_timeouts": len(_lines(outdir, "timeouts")),
         "online_dead_letters": len(_lines(outdir, "online-dead-letters")),
+        # the in-job windows of score() (Flink gauges tensair.<name>.*, TensorBoard): the last of each
+        **{f"{prefix}_last_window": (_lines(outdir, f"score-{prefix}") or [None])[-1] for prefix in ("served", "frozen")},
     }
 
 
 def warmup_event(n: int, features: int) -> str:
     return json.dumps({"id": f"warmup-{n}", "x": [0.0] * features, "t": 0})
-
-
-class PredictionJson:
-    """A prediction row as a JSON line; a warm-up event's answer marks its server ready instead."""
-
-    def __init__(self, marker: str):
-        self._marker = marker
-
-    def __call__(self, row) -> str:
-        if row[0].startswith("warmup-"):
-            open(self._marker, "a").close()
-        return json.dumps({"key": row[0], "prediction": list(row[1]), "model_version": row[2],
-                           "model_age_ms": row[3], "served_at_ms": row[4]}, separators=(",", ":"))
 
 
 def main(argv=None):
@@ -203,11 +197,11 @@ def main(argv=None):
     outdir = os.path.abspath(args.outdir or flags.default_outdir("online_loop"))
     args.outdir = outdir
     os.makedirs(outdir, exist_ok=True)
-    for stale in [*glob.glob(os.path.join(outdir, ".ready-*")),
-                  *(p for prefix in ("served", "frozen", "freshness", "joined", "timeouts", "online-dead-letters")
-                    for p in glob.glob(os.path.join(outdir, f"{prefix}-*.jsonl")))]:
+    for stale in (p for prefix in ("served", "frozen", "freshness", "joined", "timeouts", "online-dead-letters",
+                                    "score-served", "score-frozen")
+                  for p in glob.glob(os.path.join(outdir, f"{prefix}-*.jsonl"))):
         os.remove(stale)  # the writers append: an earlier run's results must not mix in
-    ready = (ready_marker(outdir, "served"), ready_marker(outdir, "frozen"))
+    ready = (ready_file(outdir, "served"), ready_file(outdir, "frozen"))
     events = timed_source(env, stream, "event", stream.events, ready, args.warmup_s)
     labels = timed_source(env, stream, "label", stream.labels, ready, args.warmup_s)
     warmup = (number_sequence(env, 0, WARMUP_EVENTS - 1, name="online: warm-up numbers", uid="online-warmup-numbers")
@@ -225,9 +219,11 @@ def main(argv=None):
     frozen = serve(events.union(warmup), None, model=model, config=dataclasses.replace(serve_config, name="frozen"))
 
     for prediction_stream, prefix in ((served.predictions, "served"), (frozen.predictions, "frozen")):
-        texts = (prediction_stream.map(PredictionJson(ready_marker(outdir, prefix)), output_type=Types.STRING())
-                 .name(f"online: {prefix} as JSON").set_parallelism(args.serve_parallelism))
-        write_json_lines(texts, outdir, prefix, name="online").set_parallelism(1)
+        write_json_lines(prediction_stream, outdir, prefix, name="online").set_parallelism(1)  # as JSON, on the JVM
+        scores = score(prediction_stream, joined.records, window=args.online_score_window,
+                       report_every=max(1, args.online_score_window // 4), python_in=args.online_python_in,
+                       name=prefix)
+        write_json_lines(scores.windows, outdir, f"score-{prefix}", name="online").set_parallelism(1)
     write_json_lines(served.freshness, outdir, "freshness", name="online").set_parallelism(1)
     write_json_lines(joined.records, outdir, "joined", name="online").set_parallelism(1)
     write_json_lines(joined.timeouts, outdir, "timeouts", name="online").set_parallelism(1)
@@ -243,7 +239,7 @@ def main(argv=None):
         return figures
 
     return run_job(env, output, args, job_name="online_loop", config=config, total_batches=None, model=model,
-                   finish=finish)
+                   finish=finish, score_prefixes=("score-served", "score-frozen"))
 
 
 if __name__ == "__main__":

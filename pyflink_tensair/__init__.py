@@ -27,6 +27,7 @@ _NAMES = {
     "LatencySettings": ".config", "Mode": ".config", "ModelUpdates": ".config", "PeerUpdates": ".config",
     "ServeConfig": ".config", "serve": ".online.serving", "ServeOutput": ".online.serving", "json_event": ".online.serving",
     "join_labels": ".online.labels", "JoinOutput": ".online.labels",
+    "score": ".online.scoring", "ScoreOutput": ".online.scoring",
     "PythonIn": ".config", "TrainConfig": ".config",
     "Batch": ".core.messages", "DeadLetter": ".core.messages", "decode_dead_letter": ".core.wire", "encode_batch": ".core.wire", "decode_batch": ".core.wire",
     "simulate": ".core.simulation", "SimulationResult": ".core.simulation",
@@ -55,6 +56,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
     from .flink.training import TrainOutput, train
     from .flink.types import decode_final_model, decode_prediction
     from .online.labels import JoinOutput, join_labels
+    from .online.scoring import ScoreOutput, score
     from .online.serving import ServeOutput, json_event, serve
 
 __getattr__ = lazy_exports(__name__, _NAMES)

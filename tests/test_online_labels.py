@@ -135,6 +135,14 @@ def test_timeout_gives_the_default_label_and_a_later_label_is_a_dead_letter_what
         assert h.kinds() == [("timeout",), ("record", 0, True), ("dead", "label_after_timeout")], watermark_first
 
 
+def test_a_label_that_overtakes_its_event_but_is_past_its_timeout_is_late_not_joined():
+    h = make(default_label=0)
+    h.label("a", 120, y=1)  # the labels' stream runs ahead of the events'
+    h.event("a", 0)
+    h.watermark(1000)
+    assert h.kinds() == [("timeout",), ("record", 0, True), ("dead", "label_after_timeout")]
+
+
 def test_a_label_before_its_event_waits_for_it_and_one_without_event_is_a_dead_letter():
     h = make()
     h.label("a", 50)

@@ -55,6 +55,45 @@ def test_serve_in_processes_answers_good_events_and_sets_bad_ones_aside(tmp_path
     assert any("shape" in letter.detail for letter in letters)
 
 
+def test_score_meets_each_prediction_with_its_label_and_reports_the_window(tmp_path):
+    from pyflink.common import Types
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from pyflink_tensair import ServeConfig, serve
+    from pyflink_tensair.flink.sinks import write_json_lines
+    from pyflink_tensair.models import zoo
+    from pyflink_tensair.online.scoring import score, score_one
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    events = env.from_collection([json.dumps({"id": i, "x": [((i * 3 + j) % 7) / 7.0 for j in range(20)]})
+                                  for i in range(40)], type_info=Types.STRING())
+    labels = env.from_collection([json.dumps({"id": i, "y": i % 4}) for i in range(0, 40, 2)]  # every other one
+                                 + [json.dumps({"id": "nobody", "y": 1})], type_info=Types.STRING())
+    served = serve(events, None, model=zoo.quickstart_classifier, config=ServeConfig(batch_size=8))
+    scores = score(served.predictions, labels, window=20, report_every=5, retention_ms=600_000, name="frozen")
+    write_json_lines(served.predictions, str(tmp_path), "predictions").set_parallelism(1)  # Rows as JSON, on the JVM
+    write_json_lines(scores.scored, str(tmp_path), "scored").set_parallelism(1)
+    write_json_lines(scores.windows, str(tmp_path), "windows").set_parallelism(1)
+    env.execute("score")
+
+    def lines(prefix):
+        return [json.loads(line) for line in open(tmp_path / f"{prefix}-0.jsonl")]
+
+    predictions = {row["key"]: row for row in lines("predictions")}
+    assert sorted(predictions, key=int) == [str(i) for i in range(40)]
+    assert all(len(r["prediction"]) == 4 and r["model_version"] == 0 and r["model_age_ms"] == -1
+               for r in predictions.values())
+    scored = lines("scored")
+    assert sorted((r["id"] for r in scored), key=int) == [str(i) for i in range(0, 40, 2)]  # each labelled event once
+    for r in scored:
+        correct, loss, _ = score_one(predictions[r["id"]]["prediction"], int(r["id"]) % 4)
+        assert (r["correct"], r["loss"]) == (correct, loss)
+    windows = lines("windows")
+    assert [w["scored"] for w in windows] == [5, 10, 15, 20] and all(w["name"] == "frozen" for w in windows)
+    assert windows[-1]["accuracy"] == round(sum(r["correct"] for r in scored) / 20, 4)
+    assert windows[-1]["auc"] is None  # four classes: no AUC
+
+
 def test_serve_refuses_what_it_cannot_use():
     from pyflink.datastream import StreamExecutionEnvironment
 
@@ -89,4 +128,6 @@ def test_the_online_loop_job_accounts_for_every_event_and_label(tmp_path):
     assert s["labels_joined"] + labels_dead == s["labels_sent"]  # each label joined once or set aside
     assert s["labels_joined"] + s["label_timeouts"] == s["events"]  # each event joined or timed out
     assert s["versions_served"] >= 2 and s["freshness_ms_p99"] is not None
+    # scored in the job: every event's prediction met its record (joined, or timed out as "no click") once
+    assert s["served_last_window"]["scored"] == s["frozen_last_window"]["scored"] == 600
     # how much the loop is worth (served against frozen accuracy) is a benchmark's figure, not a test's

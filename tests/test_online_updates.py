@@ -82,8 +82,9 @@ def test_replica_zero_publishes_by_time_and_steps_and_a_view_ends_at_its_final_m
     assert all(view.apply(u) for u in updates)
     for name, value in result.final_models[0].weights.items():
         np.testing.assert_array_equal(view.model.get_weights()[name], value)
-    freshness = view.served(updates[-1].time_ms + 25.0)
-    assert len(freshness) == result.replicas[0].local_step and freshness.min() >= 25.0
+    served = view.served(updates[-1].time_ms + 25.0)
+    assert len(served) == result.replicas[0].local_step and served[:, 1].min() >= 25.0
+    assert served[-1, 0] == versions[-1] and np.all(np.diff(served[:, 0]) > 0)  # each step's version, in order
     assert len(view.served(updates[-1].time_ms + 30.0)) == 0  # each step counts once
 
 

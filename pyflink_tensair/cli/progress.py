@@ -80,9 +80,10 @@ class Progress:
     come, writes TensorBoard scalars (with ``logdir``), and makes the progress line."""
 
     def __init__(self, outdir: str, *, total: Optional[int], window: int, logdir: Optional[str] = None,
-                 show_probe=show_probe):
+                 show_probe=show_probe, score_prefixes=()):
         self.metrics = LinesFollower(outdir, "metrics", Metrics.from_json)
         self.probes = LinesFollower(outdir, "probes")
+        self.scores = [LinesFollower(outdir, prefix) for prefix in score_prefixes]  # score()'s window reports
         self._total, self._window, self._show_probe = total, window, show_probe
         self._tensorboard = None
         if logdir:
@@ -94,6 +95,10 @@ class Progress:
         new = self.metrics.poll()
         for record in self.probes.poll():
             print(self._show_probe(record), flush=True)
+        for follower in self.scores:
+            reports = follower.poll()
+            if self._tensorboard is not None and reports:
+                self._tensorboard.add_score_windows(reports)
         if self._tensorboard is not None and new:
             self._tensorboard.add(new)
             batch_records = [m for m in self.metrics.records if m.phase == "batch"]
@@ -103,7 +108,12 @@ class Progress:
                 window_loss=last_value(sliding_mean(batch_records, "loss", window=self._window)))
 
     def line(self, elapsed: float) -> str:
-        return progress_line(self.metrics.records, self._total, elapsed, self._window)
+        text = progress_line(self.metrics.records, self._total, elapsed, self._window)
+        for follower in self.scores:
+            if follower.records and follower.records[-1].get("accuracy") is not None:
+                last = follower.records[-1]
+                text += f" | {last['name']} accuracy {last['accuracy']:.3f} ({last['scored']} scored)"
+        return text
 
     def close(self) -> None:
         if self._tensorboard is not None:

@@ -90,7 +90,7 @@ def _attach_writers(output, outdir: str, config: TrainConfig, predictions) -> No
 def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batches: Optional[int],
             model=None, extra_summary: Optional[dict] = None, holdout=None, predictions=None,
             show_probe: Callable[[dict], str] = default_show_probe,
-            finish: Optional[Callable[[dict, list, list, list], dict]] = None) -> dict:
+            finish: Optional[Callable[[dict, list, list, list], dict]] = None, score_prefixes=()) -> dict:
     """Attaches the result writers, runs the job with progress lines, returns (and writes) the summary.
 
     Args:
@@ -101,6 +101,7 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
         predictions: optional stream of JSON strings written to ``<outdir>/predictions-*.jsonl``.
         show_probe: formats a probe record for the progress output.
         finish: ``finish(summary, metrics, models, probes) -> dict`` adds job-specific figures.
+        score_prefixes: files of ``score()``'s window reports to follow (progress line, TensorBoard).
     """
     outdir = os.path.abspath(args.outdir or default_outdir(job_name))
     os.makedirs(outdir, exist_ok=True)
@@ -108,7 +109,7 @@ def run_job(env, output, args, *, job_name: str, config: TrainConfig, total_batc
     print(f"{job_name}: {config.replicas} replica(s), staleness bound {config.staleness_bound}, "
           f"{total_batches or 'all'} batches; results in {outdir}", flush=True)
     progress = Progress(outdir, total=total_batches, window=args.score_window, logdir=args.logdir,
-                        show_probe=show_probe)
+                        show_probe=show_probe, score_prefixes=score_prefixes)
     start = time.time()
     client = env.execute_async(job_name)
     if not _attached(env):  # flink run -d: the job runs on; nothing to follow from here

@@ -4,7 +4,8 @@ Per replica (``<logdir>/replica-<i>``, step = the replica's local step): ``loss`
 (both prequential: measured before training on the batch), ``batches_per_s``, ``staleness``,
 ``held_batches`` and, for paced sources, ``delay_s``. For the job (``<logdir>/job``, step = batches
 trained by all replicas): ``window_accuracy`` and ``window_loss`` (sliding-window prequential
-means in stream order).
+means in stream order). For the online loop (``<logdir>/served``, ``<logdir>/frozen``, step =
+events scored): ``online_accuracy``, ``online_loss``, ``online_auc`` of ``score()``'s windows.
 
 Example::
 
@@ -52,6 +53,15 @@ class TensorBoardLog:
             for name, value in scalars.items():
                 if value is not None:
                     self._tf.summary.scalar(name, float(value), step=step)
+
+    def add_score_windows(self, reports: Iterable[dict]) -> None:
+        """Writes ``score()``'s window reports: run = the report's ``name`` (``served``, ``frozen``),
+        step = events scored, scalars ``online_accuracy``, ``online_loss``, ``online_auc``."""
+        for report in reports:
+            with self._writer(str(report["name"])).as_default():
+                for key in ("accuracy", "loss", "auc"):
+                    if report.get(key) is not None:
+                        self._tf.summary.scalar(f"online_{key}", float(report[key]), step=int(report["scored"]))
 
     def close(self) -> None:
         for writer in self._writers.values():

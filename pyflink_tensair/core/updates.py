@@ -199,7 +199,7 @@ class ModelView:
         self.applied = 0
         self.snapshots = 0
         self.skipped = 0  # deltas whose base this view did not hold (a snapshot brings it back)
-        self._unserved: List[np.ndarray] = []  # step times of applied updates not yet used for a prediction
+        self._unserved: List[np.ndarray] = []  # steps (version, time) of applied updates not yet used for a prediction
 
     def apply(self, update: ModelUpdate) -> bool:
         """Applies ``update`` if it follows the held version (or is a snapshot); returns whether it did."""
@@ -214,7 +214,7 @@ class ModelView:
         self.applied += 1
         self.snapshots += int(update.snapshot)
         if len(update.steps):
-            self._unserved.append(update.steps[:, 1])
+            self._unserved.append(update.steps)
         return True
 
     def age_ms(self, now_ms: float) -> Optional[float]:
@@ -222,10 +222,11 @@ class ModelView:
         return None if self.time_ms is None else now_ms - self.time_ms
 
     def served(self, now_ms: float) -> np.ndarray:
-        """Call when the held model served a prediction at ``now_ms``: the freshness (ms) of every
-        step that reached a prediction for the first time now (empty if none did)."""
+        """Call when the held model served a prediction at ``now_ms``: ``(k, 2)``, the model
+        version of every step that reached a prediction for the first time now and its freshness
+        (ms); ``k = 0`` if none did."""
         if not self._unserved:
-            return np.zeros(0)
-        times = np.concatenate(self._unserved)
+            return np.zeros((0, 2))
+        steps = np.concatenate(self._unserved)
         self._unserved = []
-        return now_ms - times
+        return np.stack([steps[:, 0], now_ms - steps[:, 1]], axis=1)

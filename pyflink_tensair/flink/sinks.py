@@ -13,41 +13,75 @@ import os
 from ..errors import ConfigError
 
 
-def _sink_to(stream, java_sink: str, expected_type, type_name: str, folder: str, prefix: str, name: str, what: str):
-    from pyflink.datastream.connectors import Sink
-    from pyflink.java_gateway import get_gateway
-
-    from .environment import add_channel_jar
-
+def _check_folder(folder: str, prefix: str) -> None:
     if not folder or not prefix or os.sep in prefix:
         raise ConfigError(f"a sink needs a folder and a file prefix without '{os.sep}'. Received: "
                           f"folder={folder!r}, prefix={prefix!r}")
-    j_stream = stream._j_data_stream
-    if not j_stream.getType().equals(expected_type.get_java_type_info()):
-        raise ConfigError(f"{what} writes a stream of {type_name}; this stream carries "
-                          f"{j_stream.getType().toString()} (give the operator that makes it output_type={type_name})")
-    add_channel_jar(j_stream.getExecutionEnvironment())
-    j_sink = getattr(get_gateway().jvm.pyflinktensair.sinks, java_sink)(os.path.abspath(folder), prefix)
+
+
+def _sink_to(stream, j_sink, prefix: str, name: str):
+    from pyflink.datastream.connectors import Sink
+
     return stream.sink_to(Sink(j_sink)).name(f"{name}: write {prefix}").uid(f"{name}-write-{prefix}")
 
 
+def _row_field_names(j_type):
+    """The field names of a ``Row`` stream's Java type, or ``None`` for another type."""
+    from pyflink.java_gateway import get_gateway
+
+    row_type = get_gateway().jvm.org.apache.flink.api.java.typeutils.RowTypeInfo
+    return list(j_type.getFieldNames()) if row_type._java_lang_class.isInstance(j_type) else None
+
+
 def write_json_lines(stream, folder: str, prefix: str, *, name: str = "tensair"):
-    """Appends each string record of ``stream`` to ``folder/prefix-<subtask>.jsonl``; returns the
-    sink (set its parallelism to choose how many files).
+    """Appends each record of ``stream`` to ``folder/prefix-<subtask>.jsonl``, one line each, on
+    the JVM: a string as it is (JSON text already), a ``Row`` as a JSON object of its named fields
+    (``serve``'s predictions, for one); returns the sink (set its parallelism to choose how many files).
 
     Example::
 
         write_json_lines(train(batches, model=build).metrics, "out", "metrics").set_parallelism(1)
+        write_json_lines(serve(events, out, model=build).predictions, "out", "predictions")
     """
     from pyflink.common import Types
+    from pyflink.java_gateway import get_gateway
 
-    return _sink_to(stream, "LineFileSink", Types.STRING(), "Types.STRING()", folder, prefix, name, "write_json_lines")
+    from .environment import add_channel_jar
+
+    _check_folder(folder, prefix)
+    j_stream = stream._j_data_stream
+    j_type = j_stream.getType()
+    fields = None if j_type.equals(Types.STRING().get_java_type_info()) else _row_field_names(j_type)
+    if fields is None and not j_type.equals(Types.STRING().get_java_type_info()):
+        raise ConfigError(f"write_json_lines writes a stream of Types.STRING() or of named Rows; this stream "
+                          f"carries {j_type.toString()} (give the operator that makes it output_type=Types.STRING())")
+    add_channel_jar(j_stream.getExecutionEnvironment())
+    gateway = get_gateway()
+    sink_class = gateway.jvm.pyflinktensair.sinks.LineFileSink
+    if fields is None:
+        j_sink = sink_class(os.path.abspath(folder), prefix)
+    else:
+        names = gateway.new_array(gateway.jvm.String, len(fields))
+        for i, field in enumerate(fields):
+            names[i] = field
+        j_sink = sink_class(os.path.abspath(folder), prefix, names)
+    return _sink_to(stream, j_sink, prefix, name)
 
 
 def write_records(stream, folder: str, prefix: str, *, name: str = "tensair"):
     """Writes each bytes record of ``stream`` to its own file ``folder/prefix-<subtask>-<n>.bin``
     (``n`` from ``000000``, renamed into place once complete); returns the sink."""
     from pyflink.common import Types
+    from pyflink.java_gateway import get_gateway
 
-    return _sink_to(stream, "RecordFileSink", Types.PRIMITIVE_ARRAY(Types.BYTE()),
-                    "Types.PRIMITIVE_ARRAY(Types.BYTE())", folder, prefix, name, "write_records")
+    from .environment import add_channel_jar
+
+    _check_folder(folder, prefix)
+    j_stream = stream._j_data_stream
+    if not j_stream.getType().equals(Types.PRIMITIVE_ARRAY(Types.BYTE()).get_java_type_info()):
+        raise ConfigError(f"write_records writes a stream of Types.PRIMITIVE_ARRAY(Types.BYTE()); this stream "
+                          f"carries {j_stream.getType().toString()} (give the operator that makes it "
+                          f"output_type=Types.PRIMITIVE_ARRAY(Types.BYTE()))")
+    add_channel_jar(j_stream.getExecutionEnvironment())
+    j_sink = get_gateway().jvm.pyflinktensair.sinks.RecordFileSink(os.path.abspath(folder), prefix)
+    return _sink_to(stream, j_sink, prefix, name)

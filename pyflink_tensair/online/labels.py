@@ -149,6 +149,10 @@ class JoinLabels(KeyedCoProcessFunction):
             return int(ctx.timestamp())
         return int(ctx.timer_service().current_processing_time())
 
+    def _label_time(self) -> int:
+        """The time of the label an id holds in ``LABEL_FIRST``, from the timer it set."""
+        return self._timer.value() - (0 if self._event_time else self._timeout_ms)
+
     def _wait_until(self, ctx, at: int) -> None:
         timers = ctx.timer_service()
         old = self._timer.value()
@@ -180,7 +184,15 @@ class JoinLabels(KeyedCoProcessFunction):
             yield self._letter("label_without_event", "the label is older than its event", ctx, self._label_text.value())
             self._label_text.clear()
             status = None
-        if status == LABEL_FIRST:
+        if status == LABEL_FIRST and self._label_time() > now + self._timeout_ms:
+            # the label came first but is later than this event's timeout: as if in time order,
+            # the event times out and the label comes after it
+            label_text = self._label_text.value()
+            self._event.update(value)
+            yield from self._time_out(ctx, now + self._timeout_ms)
+            yield self._letter("label_after_timeout", f"event {_key(ctx)} timed out before its label came", ctx,
+                               label_text)
+        elif status == LABEL_FIRST:
             label_text = self._label_text.value()
             yield training_record(value, self._label(label_text))
             self._close(ctx, JOINED, now)

@@ -3,12 +3,13 @@
 Operator graph (``P`` = ``ServeConfig.parallelism``)::
 
     events (JSON text) ─► rebalance ─► group into micro-batches (JVM, P) ─┐
-                                                                           ├─► servers (P, Python) ─► predictions (Row per event)
+                                                                           ├─► servers (P, Python) ─► a row per event (JVM) ─► predictions
     model updates (TrainOutput.updates) ─► broadcast ──────────────────────┘        ├─► freshness (side output, JSON)
                                                                                      └─► dead letters (side output, JSON)
 
 The events cross into Python once per micro-batch (``Chunks``, the JVM grouping ``text_batches``
-uses, with a maximum wait so that a slow stream is still answered). Each server keeps a
+uses, with a maximum wait so that a slow stream is still answered), and the answers come back
+once per micro-batch too (:func:`pack_answers`), made into rows on the JVM (``Predictions``). Each server keeps a
 :class:`~.updates.ModelView`: it starts from the builder's weights (or the given ``.keras``) at
 version 0 and applies every update that reaches it; a delta it cannot place waits for the next
 snapshot. A server holds no event between two callbacks, and the grouping keeps its pending
@@ -24,12 +25,13 @@ carried took to reach its first served prediction.
 from __future__ import annotations
 
 import json
+import struct
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Tuple
 
 import numpy as np
-from pyflink.common import Row, Types
+from pyflink.common import Types
 from pyflink.datastream import CoProcessFunction, OutputTag, ProcessFunction
 
 from ..config import PythonIn, ServeConfig
@@ -57,11 +59,28 @@ def json_event(text: str) -> Tuple[str, object]:
 
 def prediction_type():
     """``Row(key, prediction, model_version, model_age_ms, served_at_ms)``: the key as a string,
-    the model's output for the event flattened to a list of doubles (a ``LIST`` type: a
-    ``double[]`` cannot come out of a Python operator inside the JVM), the version that answered, its age and
-    the time of the answer (epoch ms)."""
+    the model's output for the event flattened to a list of doubles (a ``LIST``, which a Table
+    sees as ``ARRAY<DOUBLE>``), the version that answered, its age and the time of the answer
+    (epoch ms). The rows are made on the JVM, from one record per micro-batch (:func:`pack_answers`)."""
     return Types.ROW_NAMED(PREDICTION_FIELDS, [Types.STRING(), Types.LIST(Types.DOUBLE()), Types.LONG(),
                                                Types.LONG(), Types.LONG()])
+
+
+_ANSWERS_HEADER = struct.Struct("<iiqqq")
+
+
+def pack_answers(keys, predictions, version: int, age_ms: int, served_at_ms: int) -> bytes:
+    """One micro-batch's answers as the record the JVM's ``Predictions`` operator makes rows of:
+    ``n, width, version, age_ms, served_at_ms``, the keys' lengths, the keys (UTF-8), then the
+    predictions as ``n x width`` little-endian doubles.
+
+        >>> len(pack_answers(["a", "bc"], np.zeros((2, 3)), 4, 10, 1700000000000))
+        91
+    """
+    encoded = [key.encode("utf-8") for key in keys]
+    values = np.ascontiguousarray(predictions, "<f8").reshape(len(encoded), -1)
+    return b"".join([_ANSWERS_HEADER.pack(len(encoded), values.shape[1], version, age_ms, served_at_ms),
+                     np.fromiter(map(len, encoded), "<i4", len(encoded)).tobytes(), *encoded, values.tobytes()])
 
 
 def _freshness_tag(name: str) -> OutputTag:
@@ -80,7 +99,8 @@ class ServeOutput:
         predictions: one ``Row`` per good event (:func:`prediction_type`); a PyFlink user converts
             it to a Table with ``t_env.from_data_stream(predictions)``.
         freshness: JSON strings, one per update a server first used for a prediction:
-            ``{"server", "version", "served_at_ms", "freshness_ms": [per training step]}``.
+            ``{"server", "version", "served_at_ms", "freshness_ms": [per training step],
+            "step_versions": [the model version each step made]}``.
         dead_letters: JSON strings, one per event set aside (not parsed, or not fitting the
             model) and per unreadable update (:class:`~pyflink_tensair.DeadLetter`).
     """
@@ -118,35 +138,69 @@ class _Server:
 
     def _answer(self, chunk):
         before, texts = int(chunk[1]), chunk[2:]
-        keys, features = [], []
-        for i, text in enumerate(texts):
-            try:
-                key, x = self._parse(text)
-                x = np.asarray(x, np.float32)
-                if self._shape is not None and x.shape != self._shape:
-                    raise ValueError(f"features of shape {x.shape}, the model takes {self._shape}")
-                if not np.all(np.isfinite(x)):
-                    raise ValueError("features that are not finite")
-            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
-                yield self._dead_letters_tag, DeadLetter(
-                    "not_a_record", f"{type(err).__name__}: {err}"[:300], "event", "serve",
-                    before + i, preview(text)).to_json()
-                continue
-            keys.append(key)
-            features.append(x)
+        try:  # every event parses: the common case, in one pass
+            keys, xs = map(list, zip(*[self._parse(text) for text in texts]))
+            at = range(len(texts))
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            keys, xs, at = [], [], []
+            for i, text in enumerate(texts):
+                try:
+                    key, x = self._parse(text)
+                except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+                    yield self._dead_letter(err, before + i, text)
+                    continue
+                keys.append(key)
+                xs.append(x)
+                at.append(i)
+        features, bad = self._features(xs)
+        for j, err in bad:
+            yield self._dead_letter(err, before + at[j], texts[at[j]])
+        if bad:
+            dropped = {j for j, _ in bad}
+            keys = [key for j, key in enumerate(keys) if j not in dropped]
         if not keys:
             return
-        y = np.asarray(self._predict(np.stack(features)), np.float64).reshape(len(keys), -1)
+        y = np.asarray(self._predict(features), np.float64).reshape(len(keys), -1)
         now_ms = time.time() * 1000.0
         age = self._view.age_ms(now_ms)
         fresh = self._view.served(now_ms)
         if len(fresh):
             yield self._freshness_tag, json.dumps({
                 "server": self._index, "version": self._view.version, "served_at_ms": now_ms,
-                "freshness_ms": [round(float(f), 3) for f in fresh]}, separators=(",", ":"))
-        version, age, served_at = int(self._view.version), -1 if age is None else int(round(age)), int(now_ms)
-        for key, row in zip(keys, y.tolist()):
-            yield Row(key, row, version, age, served_at)
+                "freshness_ms": [round(float(f), 3) for f in fresh[:, 1]],
+                "step_versions": [int(v) for v in fresh[:, 0]]}, separators=(",", ":"))
+        yield pack_answers(keys, y, int(self._view.version), -1 if age is None else int(round(age)), int(now_ms))
+
+    def _features(self, xs):
+        """``(features stacked, [(index, error) of each event set aside])``: in one step when
+        every event fits (the common case; per event, the checks cost a quarter of a server's
+        time), else event by event, so that each bad one gets its own reason."""
+        try:
+            stacked = np.asarray(xs, np.float32)
+        except (ValueError, TypeError):
+            stacked = None
+        if stacked is not None and len(xs) and (self._shape is None or stacked.shape[1:] == self._shape):
+            finite = np.isfinite(stacked.reshape(len(xs), -1)).all(axis=1)
+            if finite.all():
+                return stacked, []
+            return stacked[finite], [(j, ValueError("features that are not finite")) for j in np.flatnonzero(~finite)]
+        good, bad = [], []
+        for j, x in enumerate(xs):
+            try:
+                x = np.asarray(x, np.float32)
+                if self._shape is not None and x.shape != self._shape:
+                    raise ValueError(f"features of shape {x.shape}, the model takes {self._shape}")
+                if not np.all(np.isfinite(x)):
+                    raise ValueError("features that are not finite")
+            except (ValueError, TypeError) as err:
+                bad.append((j, err))
+                continue
+            good.append(x)
+        return (np.stack(good) if good else None), bad
+
+    def _dead_letter(self, err, index: int, text):
+        return self._dead_letters_tag, DeadLetter("not_a_record", f"{type(err).__name__}: {err}"[:300], "event",
+                                                  "serve", index, preview(text)).to_json()
 
     def _update(self, data):
         from ..core.updates import decode_update
@@ -208,7 +262,7 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
     Returns:
         :class:`ServeOutput`: predictions (a Row per event), freshness, dead letters.
 
-    Example (``tests/test_online_serving.py`` runs it)::
+    Example (``tests/test_online_loop.py`` runs one like it)::
 
         out = train(batches, model=build, config=TrainConfig(updates=ModelUpdates(every_ms=200)))
         served = serve(events, out, model=build, config=ServeConfig(parallelism=2))
@@ -243,12 +297,16 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
     chunk_type = Types.BASIC_ARRAY(Types.STRING())
     chunks = DataStream(events.rebalance()._j_data_stream.transform("chunks", chunk_type.get_java_type_info(), chunker))
     chunks = chunks.name(f"{name}: group events on the JVM").uid(f"{name}-chunks").set_parallelism(p)
+    answers = Types.PRIMITIVE_ARRAY(Types.BYTE())
     if updates is None:
-        served = process(chunks, FrozenServer(model, parse, config), prediction_type(), config.python_in)
+        served = process(chunks, FrozenServer(model, parse, config), answers, config.python_in)
     else:
         served = co_process(chunks.connect(updates.broadcast()), UpdatedServer(model, parse, config),
-                            prediction_type(), config.python_in)
+                            answers, config.python_in)
     served = served.name(f"{name}: servers").uid(f"{name}-servers").set_parallelism(p)
-    return ServeOutput(predictions=served,
+    rows = served._j_data_stream.transform("predictions", prediction_type().get_java_type_info(),
+                                           get_gateway().jvm.pyflinktensair.serving.Predictions())
+    predictions = DataStream(rows).name(f"{name}: a row per prediction").uid(f"{name}-predictions").set_parallelism(p)
+    return ServeOutput(predictions=predictions,
                        freshness=FeedbackLoop.side_output(served, _freshness_tag(name)),
                        dead_letters=FeedbackLoop.side_output(served, _dead_letters_tag(name)))

@@ -1,0 +1,37 @@
+package pyflinktensair.serving;
+
+import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
+import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.types.Row;
+
+import pyflinktensair.sinks.JsonText;
+
+/**
+ * A prediction row {@code (key, prediction, model_version, model_age_ms, served_at_ms)} as
+ * {@code Row(key, JSON text of the rest)}: the shape PyFlink's keyed Python functions take (the key
+ * in field 0, the value in field 1), made on the JVM so that scoring the predictions does not
+ * cross into Python once more per event just to key them.
+ */
+public final class KeyedPredictions extends AbstractStreamOperator<Row> implements OneInputStreamOperator<Row, Row> {
+
+    private static final long serialVersionUID = 1L;
+    private static final String[] FIELDS = {"prediction", "model_version", "model_age_ms", "served_at_ms"};
+
+    @Override
+    public void processElement(StreamRecord<Row> element) {
+        Row prediction = element.getValue();
+        StringBuilder text = new StringBuilder(64);
+        text.append('{');
+        for (int i = 0; i < FIELDS.length; i++) {
+            if (i > 0) {
+                text.append(',');
+            }
+            JsonText.string(FIELDS[i], text);
+            text.append(':');
+            JsonText.value(prediction.getField(i + 1), text);
+        }
+        text.append('}');
+        output.collect(element.replace(Row.of(prediction.getField(0), text.toString())));
+    }
+}

@@ -1,0 +1,275 @@
+"""``score()``: the served predictions scored against the labels that came later, windowed.
+
+Operator graph::
+
+    predictions (serve) ─► Row(id, JSON) (JVM) ─► key_by id (JVM) ─┐
+                                                                    ├─► meet (Python, keyed state) ─► scored events (JSON)
+    labelled records (join_labels) ─► Row(id, text) ─► key_by id ──┘      │ unmatched (side output)    │
+                                                                           ▼                            ▼
+                                                      windowed score (Python, parallelism 1) ─► windows (JSON), Flink gauges
+
+A prediction and its record meet in keyed state, whichever comes first; one that finds no
+partner within ``retention_ms`` (processing time: an event never labelled and dropped at its
+timeout, a label of an event that was not served) is forgotten and counted. Each scored event
+says whether the prediction's top class was the label and its cross-entropy loss. The window
+holds the last ``window`` scored events: accuracy, mean loss and, for labels 0/1, the AUC of the
+score of class 1; a report goes out every ``report_every`` scored events, and the same figures are Flink gauges of the group ``tensair`` (integers: ``accuracy_permille``,
+``loss_milli``, ``auc_permille``, ``scored``), named by ``name``.
+
+Scoring a frozen model's predictions the same way gives the value of training in real time.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional, Sequence
+
+from pyflink.common import Types
+from pyflink.datastream import KeyedCoProcessFunction, ProcessFunction
+from pyflink.datastream.state import ValueStateDescriptor
+
+from ..errors import ConfigError
+from ..validation import require_number
+
+if TYPE_CHECKING:
+    from pyflink.datastream import DataStream
+
+
+def score_one(prediction: Sequence[float], label) -> "tuple[bool, float, float]":
+    """``(correct, loss, score of class 1)`` of one prediction (class probabilities, or one
+    probability of class 1) against an integer label.
+
+        >>> score_one([0.2, 0.8], 1)
+        (True, 0.2231, 0.8)
+        >>> score_one([0.3], 1)
+        (False, 1.204, 0.3)
+    """
+    y = int(label)
+    p = [min(max(float(v), 1e-7), 1.0 - 1e-7) for v in prediction]
+    if len(p) == 1:
+        chosen, p_y, positive = int(p[0] > 0.5), (p[0] if y == 1 else 1.0 - p[0]), p[0]
+    else:
+        chosen = max(range(len(p)), key=p.__getitem__)
+        p_y = p[y] if 0 <= y < len(p) else 1e-7
+        positive = p[1]
+    return chosen == y, round(-math.log(p_y), 4), round(positive, 6)
+
+
+def auc(scores: Sequence[float], labels: Sequence[int]) -> Optional[float]:
+    """Area under the ROC curve of ``scores`` for labels 0/1 (ties count a half); ``None``
+    unless both classes are present.
+
+        >>> auc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1])
+        0.75
+    """
+    positives = [s for s, y in zip(scores, labels) if y == 1]
+    negatives = [s for s, y in zip(scores, labels) if y == 0]
+    if not positives or not negatives:
+        return None
+    ordered = sorted(scores)
+    ranks = {}
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[i]:
+            j += 1
+        ranks[ordered[i]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    rank_sum = sum(ranks[s] for s in positives)
+    n_pos, n_neg = len(positives), len(negatives)
+    return (rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
+
+
+@dataclass(frozen=True)
+class ScoreOutput:
+    """The streams ``score`` returns.
+
+    Attributes:
+        scored: JSON, one per event scored: ``{"id", "y", "correct", "loss", "p1",
+            "model_version", "served_at_ms"}``.
+        windows: JSON reports of the window: ``{"name", "scored", "accuracy", "loss", "auc",
+            "unmatched"}`` (``auc`` is ``null`` unless the labels are 0/1 and both are in it).
+    """
+
+    scored: "DataStream"
+    windows: "DataStream"
+
+
+def _unmatched_tag(name: str):
+    from pyflink.datastream import OutputTag
+
+    return OutputTag(f"{name}-unmatched", Types.STRING())
+
+
+class MeetPredictions(KeyedCoProcessFunction):
+    """Input 1: a prediction's JSON (``KeyedPredictions``); input 2: a labelled record's text."""
+
+    def __init__(self, retention_ms: int, label_field: str, name: str):
+        self._retention_ms = int(retention_ms)
+        self._label_field = label_field
+        self._name = name
+
+    def open(self, runtime_context):
+        self._prediction = runtime_context.get_state(ValueStateDescriptor("score/prediction", Types.STRING()))
+        self._label = runtime_context.get_state(ValueStateDescriptor("score/label", Types.STRING()))
+        self._timer = runtime_context.get_state(ValueStateDescriptor("score/timer", Types.LONG()))
+        self._unmatched = _unmatched_tag(self._name)
+
+    def _wait(self, ctx):
+        at = ctx.timer_service().current_processing_time() + self._retention_ms
+        ctx.timer_service().register_processing_time_timer(at)
+        self._timer.update(at)
+
+    def _meet(self, ctx, prediction_text: str, label_text: str):
+        timer = self._timer.value()
+        if timer is not None:
+            ctx.timer_service().delete_processing_time_timer(timer)
+        self._prediction.clear()
+        self._label.clear()
+        self._timer.clear()
+        prediction = json.loads(prediction_text)
+        label = json.loads(label_text)[self._label_field]
+        try:
+            correct, loss, p1 = score_one(prediction["prediction"], label)
+        except (TypeError, ValueError, IndexError):
+            return
+        key = ctx.get_current_key()
+        yield json.dumps({"id": key[0] if isinstance(key, (tuple, list)) else key, "y": label, "correct": correct,
+                          "loss": loss, "p1": p1, "model_version": prediction["model_version"],
+                          "served_at_ms": prediction["served_at_ms"]}, separators=(",", ":"))
+
+    def process_element1(self, value, ctx):
+        label = self._label.value()
+        if label is not None:
+            yield from self._meet(ctx, value, label)
+        elif self._prediction.value() is None:
+            self._prediction.update(value)
+            self._wait(ctx)
+
+    def process_element2(self, value, ctx):
+        prediction = self._prediction.value()
+        if prediction is not None:
+            yield from self._meet(ctx, prediction, value)
+        elif self._label.value() is None:
+            self._label.update(value)
+            self._wait(ctx)
+
+    def on_timer(self, timestamp, ctx):
+        if self._timer.value() == timestamp:
+            self._prediction.clear()
+            self._label.clear()
+            self._timer.clear()
+            yield self._unmatched, json.dumps({"unmatched": 1})
+
+
+class WindowedScore(ProcessFunction):
+    """The last ``window`` scored events: reports and Flink gauges (module docstring)."""
+
+    def __init__(self, window: int, report_every: int, name: str):
+        self._size, self._every, self._name = window, report_every, name
+
+    def open(self, runtime_context):
+        from ..flink.replica_metrics import ReplicaMetrics
+
+        self._window = collections.deque(maxlen=self._size)
+        self._scored = self._unmatched = 0
+        self._figures = {"accuracy": None, "loss": None, "auc": None}
+        group = runtime_context.get_metrics_group().add_group("tensair").add_group(self._name)
+
+        def permille(key, scale=1000):
+            return lambda: -1 if self._figures[key] is None else int(round(self._figures[key] * scale))
+
+        self._metrics = ReplicaMetrics(group, {"scored": lambda: self._scored, "unmatched": lambda: self._unmatched,
+                                               "accuracy_permille": permille("accuracy"),
+                                               "loss_milli": permille("loss"), "auc_permille": permille("auc")})
+
+    def report(self) -> str:
+        window = list(self._window)
+        if window:
+            self._figures = {"accuracy": sum(c for c, _, _, _ in window) / len(window),
+                             "loss": sum(loss for _, loss, _, _ in window) / len(window),
+                             "auc": auc([p for _, _, p, _ in window], [y for _, _, _, y in window])
+                             if all(y in (0, 1) for _, _, _, y in window) else None}
+        self._metrics.publish(force=True)
+        return json.dumps({"name": self._name, "scored": self._scored, "unmatched": self._unmatched,
+                           **{k: None if v is None else round(v, 4) for k, v in self._figures.items()}},
+                          separators=(",", ":"))
+
+    def process_element(self, value, ctx):
+        record = json.loads(value)
+        if "unmatched" in record:
+            self._unmatched += 1
+            return
+        self._scored += 1
+        self._window.append((bool(record["correct"]), float(record["loss"]), float(record["p1"]), record["y"]))
+        if self._scored % self._every == 0:
+            yield self.report()
+        else:
+            self._metrics.publish()
+
+    def close(self):
+        if getattr(self, "_metrics", None) is not None:
+            self._metrics.publish(force=True)
+
+
+def score(predictions, records, *, window: int = 200, report_every: int = 50, retention_ms: float = 600_000,
+          label_field: str = "y", key=None, python_in: str = "jvm", name: str = "score") -> ScoreOutput:
+    """Scores ``predictions`` (``serve``'s) against ``records`` (``join_labels``' training records,
+    or any JSON texts with ``"id"`` and ``label_field``), by id.
+
+    Args:
+        window: scored events in the sliding window.
+        report_every: a window report every this many scored events.
+        retention_ms: how long a prediction waits for its label, or a label for its prediction
+            (processing time), before it is forgotten and counted as unmatched.
+        key: the id of a record's text (default: its JSON ``"id"``, as a string).
+        name: the metric group and the reports' ``"name"`` (e.g. ``"served"``, ``"frozen"``).
+
+    Example::
+
+        served = serve(events, out, model=build)
+        joined = join_labels(events, labels, timeout_ms=60_000, default_label=0)
+        scores = score(served.predictions, joined.records, name="served")
+        write_json_lines(scores.windows, "out", "served-score")
+    """
+    from pyflink.datastream import DataStream, KeyedStream
+    from pyflink.java_gateway import get_gateway
+
+    from ..flink.environment import add_channel_jar
+    from ..flink.execution import keyed_co_process, process
+    from ..flink.loop import FeedbackLoop
+    from .labels import KeyRecords, json_key
+
+    for stream, what in ((predictions, "predictions"), (records, "records")):
+        if not isinstance(stream, DataStream):
+            raise ConfigError(f"{what} must be a pyflink DataStream. Received: {type(stream).__name__}")
+    for value, what in ((window, "window"), (report_every, "report_every")):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{what} must be a whole number >= 1. Received: {what}={value!r}")
+    require_number("retention_ms", retention_ms, above=0, unit="milliseconds")
+    gateway = get_gateway()
+    add_channel_jar(predictions._j_data_stream.getExecutionEnvironment())
+    row_type = Types.ROW([Types.STRING(), Types.STRING()])
+    selector = gateway.jvm.org.apache.flink.streaming.api.functions.python.KeyByKeySelector
+    j_rows = predictions._j_data_stream.transform(f"{name}: key predictions", row_type.get_java_type_info(),
+                                                  gateway.jvm.pyflinktensair.serving.KeyedPredictions())
+    j_rows = j_rows.uid(f"{name}-key-predictions")
+    parallelism = predictions._j_data_stream.getTransformation().getParallelism()
+    if parallelism > 0:  # chained to the servers' rows: no shuffle before the one by id
+        j_rows = j_rows.setParallelism(parallelism)
+    keyed_predictions = KeyedStream(j_rows.keyBy(selector(), Types.ROW([Types.STRING()]).get_java_type_info()),
+                                    Types.STRING(), DataStream(j_rows))
+    label_rows = process(records, KeyRecords(key or json_key, "record", name), row_type, python_in)
+    label_rows = label_rows.name(f"{name}: key records").uid(f"{name}-key-records")
+    keyed_labels = KeyedStream(label_rows._j_data_stream.keyBy(selector(), Types.ROW([Types.STRING()]).get_java_type_info()),
+                               Types.STRING(), label_rows)
+    met = keyed_co_process(keyed_predictions.connect(keyed_labels), MeetPredictions(int(retention_ms), label_field, name),
+                           Types.STRING(), python_in).name(f"{name}: meet predictions and labels").uid(f"{name}-meet")
+    unmatched = FeedbackLoop.side_output(met, _unmatched_tag(name))
+    windows = process(met.union(unmatched).rebalance(), WindowedScore(window, report_every, name), Types.STRING(),
+                      python_in)
+    windows = windows.name(f"{name}: window").uid(f"{name}-window").set_parallelism(1)
+    return ScoreOutput(scored=met, windows=windows)
