@@ -17,12 +17,17 @@ quickstart classifier):
   ``--paced-rate``) while the replicas train; freshness (a training step to its first served
   prediction) and latency (an event's creation to its answer), the first ``--settle-s`` seconds
   of answers left out.
+- ``udf`` (not in the default runs): the same training writes its updates to a folder, and
+  ``tensair_predict`` (:mod:`pyflink_tensair.online.udf`) answers a datagen table's rows in SQL
+  while following it: the freshness of the SQL path (the run lasts ``--paced-s`` + ``--settle-s``
+  + 40 s of start-up; the first ``--settle-s`` s after its first update used are left out).
 
 The events of the Flink runs are made on the JVM (:mod:`pyflink_tensair.online.synthetic`), the
 plain loop's in Python in the same format. Each run reports events/s over its steady part (from
-the answer to a tenth of the events on) and events per CPU second of its whole process tree
-(the job's every thread; the plain loop's one), so that ``serve/plain per core`` is the cost of
-an event in Flink against the plain loop's.
+the answer to a tenth of the events on) and events per CPU second of the job's processes (every
+thread of the mini-cluster's JVM and its Python workers, not the driver that counts the answers;
+the plain loop's own), so that ``serve/plain per core`` is the cost of an event in Flink against
+the plain loop's. With training beside it, the trainers' CPU is in that figure too.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
+import glob
 import json
 import os
 import subprocess
@@ -63,13 +69,15 @@ def run_plain(events: int) -> dict:
     return {"events_per_s": events / (time.perf_counter() - began), "events_per_cpu_s": events / (_cpu_s() - cpu)}
 
 
-def _cpu_s() -> float:
-    """CPU seconds of this process and all its children (a local mini-cluster's JVM, its Python workers)."""
+def _cpu_s(children_only: bool = False) -> float:
+    """CPU seconds of this process (unless ``children_only``) and all its children (a local
+    mini-cluster's JVM, its Python workers; a child that exits between two samples is lost, none
+    of these does)."""
     import psutil
 
     me = psutil.Process()
     total = 0.0
-    for proc in [me, *me.children(recursive=True)]:
+    for proc in ([] if children_only else [me]) + me.children(recursive=True):
         try:
             times = proc.cpu_times()
             total += times.user + times.system
@@ -86,6 +94,42 @@ def _training(env):
     make = functools.partial(teacher_classification_batch, batch_size=32, features=FEATURES, classes=CLASSES, seed=0)
     return train(batch_source(env, 100_000, make, rate=20), model=zoo.quickstart_classifier,
                  config=TrainConfig(replicas=2, updates=ModelUpdates(every_ms=200)))
+
+
+def run_udf(rate: float, run_s: float, settle_s: float) -> dict:
+    """Freshness of the SQL path: a training job writes its updates to a folder; a pandas UDF
+    (``tensair_predict``) over a datagen table at ``rate`` rows/s follows the folder."""
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.table import StreamTableEnvironment
+
+    from pyflink_tensair.flink.sinks import write_json_lines, write_records
+    from pyflink_tensair.models import zoo
+    from pyflink_tensair.online.udf import predict_function
+
+    folder = os.path.join("/tmp", f"online-serving-udf-{os.getpid()}")
+    os.makedirs(folder, exist_ok=True)
+    env = StreamExecutionEnvironment.get_execution_environment()
+    write_records(_training(env).updates, folder, "update").set_parallelism(1)
+    t_env = StreamTableEnvironment.create(env)
+    names = [f"f{j}" for j in range(FEATURES)]
+    t_env.execute_sql(f"CREATE TABLE events ({', '.join(n + ' DOUBLE' for n in names)}) WITH ("
+                      f"'connector' = 'datagen', 'rows-per-second' = '{rate:.0f}')")
+    t_env.create_temporary_function("tensair_predict", predict_function(
+        zoo.quickstart_classifier, features=FEATURES, updates_folder=folder, freshness_folder=folder))
+    answers = t_env.sql_query(f"SELECT tensair_predict({', '.join(names)}) AS p FROM events")
+    write_json_lines(t_env.to_data_stream(answers), folder, "answers").set_parallelism(1)
+    env.execute_async("online serving, SQL function")
+    time.sleep(run_s)  # a run that never ends by itself: measured over a fixed time
+    fresh, first = [], None
+    for path in glob.glob(os.path.join(folder, "udf-freshness-*.jsonl")):
+        for record in (json.loads(line) for line in open(path)):
+            first = record["served_at_ms"] if first is None else min(first, record["served_at_ms"])
+    for path in glob.glob(os.path.join(folder, "udf-freshness-*.jsonl")):
+        for record in (json.loads(line) for line in open(path)):
+            if first is not None and record["served_at_ms"] >= first + settle_s * 1000.0:
+                fresh += record["freshness_ms"]
+    return {"freshness_ms_p50": float(np.percentile(fresh, 50)) if fresh else None,
+            "freshness_ms_p99": float(np.percentile(fresh, 99)) if fresh else None, "freshness_steps": len(fresh)}
 
 
 def run_flink(kind: str, events: int, paced_rate: float, settle_s: float, python_in: str) -> dict:
@@ -110,19 +154,24 @@ def run_flink(kind: str, events: int, paced_rate: float, settle_s: float, python
     env.execute_async("online serving")
     path = os.path.join(folder, "predictions-0.jsonl")
 
-    def lines():
-        if not os.path.exists(path):
-            return 0
-        with open(path, "rb") as f:
-            return f.read().count(b"\n")
+    seen = {"offset": 0, "lines": 0}
+
+    def lines():  # counts only what was appended since the last call: the driver stays light
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                f.seek(seen["offset"])
+                chunk = f.read()
+            seen["offset"] += len(chunk)
+            seen["lines"] += chunk.count(b"\n")
+        return seen["lines"]
 
     # CPU of the whole job (every thread of the JVM and its Python workers) over the steady part of
     # the run: from the answer to a tenth of the events (start-up and warm-up before it) to the last
     steady = events // 10 if kind != "fresh" else 0
     wait_until(lambda: lines() >= steady, timeout_s=600, interval_s=0.05, what=f"{steady} predictions")
-    cpu_from, lines_from = _cpu_s(), lines()
+    cpu_from, lines_from = _cpu_s(children_only=True), lines()
     wait_until(lambda: lines() >= events, timeout_s=600, interval_s=0.05, what=f"{events} predictions")
-    cpu_per_event = (_cpu_s() - cpu_from) / max(1, lines() - lines_from)
+    cpu_per_event = (_cpu_s(children_only=True) - cpu_from) / max(1, lines() - lines_from)
     answered = []
     with open(path) as f:
         for line, _ in zip(f, range(events)):  # complete lines only: the sink may be writing the next
@@ -138,7 +187,9 @@ def run_flink(kind: str, events: int, paced_rate: float, settle_s: float, python
     first = served_at.min() + settle_s * 1000.0
     latency = np.array([a - c for a, c, _ in answered if a >= first])
     fresh, steps = [], []
-    for record in (json.loads(line) for line in open(os.path.join(folder, "freshness-0.jsonl"))):
+    with open(os.path.join(folder, "freshness-0.jsonl")) as f:
+        records = [json.loads(line) for line in f.read().splitlines(keepends=True) if line.endswith("\n")]
+    for record in records:  # complete lines only
         steps += [(record["served_at_ms"] - f, v) for f, v in zip(record["freshness_ms"], record["step_versions"])]
         if record["served_at_ms"] >= first:
             fresh += record["freshness_ms"]
@@ -174,6 +225,8 @@ def versions_behind(steps, answers) -> np.ndarray:
 def _one(args) -> dict:
     if args.one == "plain":
         return run_plain(args.events)
+    if args.one == "udf":
+        return run_udf(args.paced_rate or 1000.0, args.paced_s + args.settle_s + 40.0, args.settle_s)
     return run_flink(args.one, args.events if args.one != "fresh" else int(args.paced_rate * args.paced_s),
                      args.paced_rate, args.settle_s, args.python_in)
 
@@ -209,7 +262,9 @@ def main(argv=None) -> int:
     parser.add_argument("--paced-s", type=float, default=30.0, help="seconds of paced events (default 30)")
     parser.add_argument("--settle-s", type=float, default=10.0, help="answers left out at the start (default 10 s)")
     parser.add_argument("--python-in", choices=("jvm", "processes"), default="jvm")
-    parser.add_argument("--runs", default="plain,serve,serve_training,fresh")
+    parser.add_argument("--runs", default="plain,serve,serve_training,fresh",
+                        help="of plain, serve, serve_training, fresh, udf (the SQL function's freshness, "
+                             "--paced-rate rows/s, default 1000)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
@@ -228,7 +283,7 @@ def main(argv=None) -> int:
     for repeat in range(args.repeats):
         for kind in args.runs.split(","):  # in turn, so that a noisy minute hits every run alike
             extra = []
-            if kind == "fresh" and args.paced_rate is None:
+            if kind == "fresh" and args.paced_rate is None:  # (udf: 1000 rows/s unless given)
                 sustained = results.get("serve_training", results.get("serve", [{}]))[-1].get("events_per_s")
                 if sustained is None:
                     print("fresh: give --paced-rate, or run serve_training before it", file=sys.stderr)

@@ -52,8 +52,9 @@ def ready_file(outdir: str, prefix: str) -> str:
 class Paced:
     """``text(n)`` of record ``n``, held back until its stream time is due (the clock compressed).
 
-    The clock starts ``settle_s`` after every server has answered its warm-up events (``ready``:
-    their predictions files are no longer empty): a live stream does not wait for TensorFlow to load, and its first minute
+    The clock starts ``settle_s`` after the servers have answered warm-up events (``ready``: the
+    trained and the frozen model's predictions files are no longer empty; with more than one
+    server each, the first to answer): a live stream does not wait for TensorFlow to load, and its first minute
     would otherwise reach the job as one burst, answered by the starting model."""
 
     def __init__(self, stream: ClickStream, kind: str, ready: tuple = (), settle_s: float = 0.0):
@@ -218,16 +219,18 @@ def main(argv=None):
     served = serve(events.union(warmup), output, model=model, config=serve_config)
     frozen = serve(events.union(warmup), None, model=model, config=dataclasses.replace(serve_config, name="frozen"))
 
+    score_dead_letters = []
     for prediction_stream, prefix in ((served.predictions, "served"), (frozen.predictions, "frozen")):
         write_json_lines(prediction_stream, outdir, prefix, name="online").set_parallelism(1)  # as JSON, on the JVM
         scores = score(prediction_stream, joined.records, window=args.online_score_window,
                        report_every=max(1, args.online_score_window // 4), python_in=args.online_python_in,
                        name=prefix)
         write_json_lines(scores.windows, outdir, f"score-{prefix}", name="online").set_parallelism(1)
+        score_dead_letters.append(scores.dead_letters)
     write_json_lines(served.freshness, outdir, "freshness", name="online").set_parallelism(1)
     write_json_lines(joined.records, outdir, "joined", name="online").set_parallelism(1)
     write_json_lines(joined.timeouts, outdir, "timeouts", name="online").set_parallelism(1)
-    dead = joined.dead_letters.union(served.dead_letters, frozen.dead_letters)
+    dead = joined.dead_letters.union(served.dead_letters, frozen.dead_letters, *score_dead_letters)
     write_json_lines(dead, outdir, "online-dead-letters", name="online").set_parallelism(1)
 
     def finish(summary, metrics, models, probes):

@@ -246,3 +246,65 @@ def test_word2vec_trains_from_a_topic_of_lines(kafka_broker, tmp_path):
     cosine = summary["cosine"]
     assert cosine["cooccurring_after"] > cosine["shuffled_after"] + 0.1
 
+
+
+def test_the_online_loop_reads_kafka_json_tables_declared_in_sql_and_gives_a_predictions_table(kafka_broker, tmp_path):
+    """Events and labels as Flink SQL tables over Kafka topics (JSON), named columns mapped to the
+    model's inputs, a rowtime for the label join; the predictions come back as a Table."""
+    from kafka import KafkaProducer
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.table import StreamTableEnvironment
+
+    from pyflink_tensair import join_labels, serve
+    from pyflink_tensair.flink.environment import add_jar
+    from pyflink_tensair.flink.sinks import write_json_lines
+    from pyflink_tensair.kafka.artifacts import connector_jar
+    from pyflink_tensair.models import zoo
+    from pyflink_tensair.online.tables import events_from_table, labels_from_table, predictions_table
+
+    suffix = str(int(time.time() * 1000))
+    topics = {"events": f"table-events-{suffix}", "labels": f"table-labels-{suffix}"}
+    for topic in topics.values():
+        broker.create_topic(kafka_broker, topic)
+    features = [f"f{j}" for j in range(20)]
+    producer = KafkaProducer(bootstrap_servers=kafka_broker)
+    for i in range(60):
+        producer.send(topics["events"], json.dumps({"id": i, "ms": 1000 * i, **{f: (i + j) % 5 / 5.0 for j, f in
+                                                                                  enumerate(features)}}).encode())
+        if i % 2 == 0:  # every other event is clicked on or not half a second later; the rest time out
+            producer.send(topics["labels"], json.dumps({"id": i, "clicked": i % 4 // 2, "ms": 1000 * i + 500}).encode())
+    producer.close()
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    add_jar(env, connector_jar())
+    t_env = StreamTableEnvironment.create(env)
+    columns = {"events": ", ".join(f"`{f}` DOUBLE" for f in features), "labels": "`clicked` INT"}
+    for name, topic in topics.items():
+        t_env.execute_sql(f"""
+            CREATE TABLE {name} (`id` BIGINT, {columns[name]}, `ms` BIGINT,
+                                 `ts` AS TO_TIMESTAMP_LTZ(`ms`, 3), WATERMARK FOR `ts` AS `ts`)
+            WITH ('connector' = 'kafka', 'topic' = '{topic}', 'properties.bootstrap.servers' = '{kafka_broker}',
+                  'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset', 'format' = 'json')""")
+    events = events_from_table(t_env, t_env.from_path("events"), id="id", features=features, time="ts")
+    labels = labels_from_table(t_env, t_env.from_path("labels"), id="id", label="clicked", time="ts")
+    served = serve(events, None, model=zoo.quickstart_classifier)
+    joined = join_labels(events, labels, timeout_ms=2000)
+    predictions = predictions_table(t_env, served)
+    assert list(predictions.get_resolved_schema().get_column_names()) == [
+        "key", "prediction", "model_version", "model_age_ms", "served_at_ms"]
+    write_json_lines(t_env.to_data_stream(predictions.select(predictions.key, predictions.model_version)),
+                     str(tmp_path), "predictions")
+    write_json_lines(joined.records, str(tmp_path), "joined")
+    write_json_lines(joined.timeouts, str(tmp_path), "timeouts")
+    env.execute("online loop from tables")
+
+    def lines(prefix):
+        return [json.loads(line) for path in tmp_path.glob(f"{prefix}-*.jsonl") for line in open(path)]
+
+    assert sorted(int(r["key"]) for r in lines("predictions")) == list(range(60))
+    records = lines("joined")
+    assert sorted(int(r["id"]) for r in records) == list(range(0, 60, 2))
+    assert all(r["y"] == int(r["id"]) % 4 // 2 and r["x"] == [(int(r["id"]) + j) % 5 / 5.0 for j in range(20)]
+               for r in records)  # the named columns, in the order given
+    assert sorted(int(t["id"]) for t in lines("timeouts")) == list(range(1, 60, 2))

@@ -26,17 +26,24 @@ def _sink_to(stream, j_sink, prefix: str, name: str):
 
 
 def _row_field_names(j_type):
-    """The field names of a ``Row`` stream's Java type, or ``None`` for another type."""
+    """The field names of a ``Row`` stream's Java type (a DataStream's ``RowTypeInfo``, or the
+    ``ExternalTypeInfo`` of a Table made a stream), or ``None`` for another type."""
     from pyflink.java_gateway import get_gateway
 
-    row_type = get_gateway().jvm.org.apache.flink.api.java.typeutils.RowTypeInfo
-    return list(j_type.getFieldNames()) if row_type._java_lang_class.isInstance(j_type) else None
+    jvm = get_gateway().jvm
+    if jvm.org.apache.flink.api.java.typeutils.RowTypeInfo._java_lang_class.isInstance(j_type):
+        return list(j_type.getFieldNames())
+    if j_type.getClass().getName() == "org.apache.flink.table.runtime.typeutils.ExternalTypeInfo":
+        logical = j_type.getDataType().getLogicalType()
+        if jvm.org.apache.flink.table.types.logical.RowType._java_lang_class.isInstance(logical):
+            return list(logical.getFieldNames())
+    return None
 
 
 def write_json_lines(stream, folder: str, prefix: str, *, name: str = "tensair"):
     """Appends each record of ``stream`` to ``folder/prefix-<subtask>.jsonl``, one line each, on
     the JVM: a string as it is (JSON text already), a ``Row`` as a JSON object of its named fields
-    (``serve``'s predictions, for one); returns the sink (set its parallelism to choose how many files).
+    (``serve``'s predictions, or a Table made a stream, ``t_env.to_data_stream(table)``); returns the sink (set its parallelism to choose how many files).
 
     Example::
 

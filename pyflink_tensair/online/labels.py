@@ -13,6 +13,7 @@ watermarks, or processing time)::
     (none) --event--> WAITING --label--> JOINED (training record out)
     WAITING --timer at t_event + timeout--> TIMED_OUT (counted; with default_label a training record out)
     (none) --label--> LABEL_FIRST --event (not after the label)--> JOINED;  --timer at t_label--> dead letter "label_without_event"
+    LABEL_FIRST --event more than the timeout before the label--> TIMED_OUT, and the label a dead letter "label_after_timeout"
 
 A label joins its event when ``t_event <= t_label <= t_event + timeout``, whatever order the two
 streams deliver them in.

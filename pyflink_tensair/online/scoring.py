@@ -31,6 +31,7 @@ from pyflink.common import Types
 from pyflink.datastream import KeyedCoProcessFunction, ProcessFunction
 from pyflink.datastream.state import ValueStateDescriptor
 
+from ..core.messages import DeadLetter, preview
 from ..errors import ConfigError
 from ..validation import require_number
 
@@ -91,11 +92,15 @@ class ScoreOutput:
         scored: JSON, one per event scored: ``{"id", "y", "correct", "loss", "p1",
             "model_version", "served_at_ms"}``.
         windows: JSON reports of the window: ``{"name", "scored", "accuracy", "loss", "auc",
-            "unmatched"}`` (``auc`` is ``null`` unless the labels are 0/1 and both are in it).
+            "unmatched"}`` (``auc`` is ``null`` unless the labels are 0/1 and both are in it),
+            every ``report_every`` scored events (the events after the last report are in none).
+        dead_letters: JSON dead letters: records without an id, and records whose label is not a
+            class number (or does not fit the prediction).
     """
 
     scored: "DataStream"
     windows: "DataStream"
+    dead_letters: "DataStream"
 
 
 def _unmatched_tag(name: str):
@@ -104,8 +109,14 @@ def _unmatched_tag(name: str):
     return OutputTag(f"{name}-unmatched", Types.STRING())
 
 
+def _dead_letters_tag(name: str):
+    from pyflink.datastream import OutputTag
+
+    return OutputTag(f"{name}-dead-letters", Types.STRING())  # the tag KeyRecords uses with the same name
+
+
 class MeetPredictions(KeyedCoProcessFunction):
-    """Input 1: a prediction's JSON (``KeyedPredictions``); input 2: a labelled record's text."""
+    """Input 1: a prediction's JSON (``PredictionsById``); input 2: a labelled record's text."""
 
     def __init__(self, retention_ms: int, label_field: str, name: str):
         self._retention_ms = int(retention_ms)
@@ -117,6 +128,7 @@ class MeetPredictions(KeyedCoProcessFunction):
         self._label = runtime_context.get_state(ValueStateDescriptor("score/label", Types.STRING()))
         self._timer = runtime_context.get_state(ValueStateDescriptor("score/timer", Types.LONG()))
         self._unmatched = _unmatched_tag(self._name)
+        self._dead_letters = _dead_letters_tag(self._name)
 
     def _wait(self, ctx):
         at = ctx.timer_service().current_processing_time() + self._retention_ms
@@ -131,10 +143,14 @@ class MeetPredictions(KeyedCoProcessFunction):
         self._label.clear()
         self._timer.clear()
         prediction = json.loads(prediction_text)
-        label = json.loads(label_text)[self._label_field]
         try:
+            label = json.loads(label_text)[self._label_field]
+            if isinstance(label, bool) or not isinstance(label, int):
+                raise ValueError(f"a label is a whole number (a class), not {label!r}")
             correct, loss, p1 = score_one(prediction["prediction"], label)
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError) as err:
+            yield self._dead_letters, DeadLetter("not_a_record", f"{type(err).__name__}: {err}"[:300], "record",
+                                                 "score", -1, preview(label_text)).to_json()
             return
         key = ctx.get_current_key()
         yield json.dumps({"id": key[0] if isinstance(key, (tuple, list)) else key, "y": label, "correct": correct,
@@ -179,12 +195,12 @@ class WindowedScore(ProcessFunction):
         self._figures = {"accuracy": None, "loss": None, "auc": None}
         group = runtime_context.get_metrics_group().add_group("tensair").add_group(self._name)
 
-        def permille(key, scale=1000):
+        def scaled(key, scale=1000):
             return lambda: -1 if self._figures[key] is None else int(round(self._figures[key] * scale))
 
         self._metrics = ReplicaMetrics(group, {"scored": lambda: self._scored, "unmatched": lambda: self._unmatched,
-                                               "accuracy_permille": permille("accuracy"),
-                                               "loss_milli": permille("loss"), "auc_permille": permille("auc")})
+                                               "accuracy_permille": scaled("accuracy"),
+                                               "loss_milli": scaled("loss"), "auc_permille": scaled("auc")})
 
     def report(self) -> str:
         window = list(self._window)
@@ -202,6 +218,7 @@ class WindowedScore(ProcessFunction):
         record = json.loads(value)
         if "unmatched" in record:
             self._unmatched += 1
+            self._metrics.publish()
             return
         self._scored += 1
         self._window.append((bool(record["correct"]), float(record["loss"]), float(record["p1"]), record["y"]))
@@ -242,6 +259,7 @@ def score(predictions, records, *, window: int = 200, report_every: int = 50, re
     from ..flink.execution import keyed_co_process, process
     from ..flink.loop import FeedbackLoop
     from .labels import KeyRecords, json_key
+    from .serving import PREDICTION_FIELDS
 
     for stream, what in ((predictions, "predictions"), (records, "records")):
         if not isinstance(stream, DataStream):
@@ -253,9 +271,12 @@ def score(predictions, records, *, window: int = 200, report_every: int = 50, re
     gateway = get_gateway()
     add_channel_jar(predictions._j_data_stream.getExecutionEnvironment())
     row_type = Types.ROW([Types.STRING(), Types.STRING()])
+    fields = gateway.new_array(gateway.jvm.String, len(PREDICTION_FIELDS) - 1)
+    for i, field in enumerate(PREDICTION_FIELDS[1:]):
+        fields[i] = field
     selector = gateway.jvm.org.apache.flink.streaming.api.functions.python.KeyByKeySelector
     j_rows = predictions._j_data_stream.transform(f"{name}: key predictions", row_type.get_java_type_info(),
-                                                  gateway.jvm.pyflinktensair.serving.KeyedPredictions())
+                                                  gateway.jvm.pyflinktensair.serving.PredictionsById(fields))
     j_rows = j_rows.uid(f"{name}-key-predictions")
     parallelism = predictions._j_data_stream.getTransformation().getParallelism()
     if parallelism > 0:  # chained to the servers' rows: no shuffle before the one by id
@@ -272,4 +293,6 @@ def score(predictions, records, *, window: int = 200, report_every: int = 50, re
     windows = process(met.union(unmatched).rebalance(), WindowedScore(window, report_every, name), Types.STRING(),
                       python_in)
     windows = windows.name(f"{name}: window").uid(f"{name}-window").set_parallelism(1)
-    return ScoreOutput(scored=met, windows=windows)
+    dead = FeedbackLoop.side_output(met, _dead_letters_tag(name)).union(
+        FeedbackLoop.side_output(label_rows, _dead_letters_tag(name)))
+    return ScoreOutput(scored=met, windows=windows, dead_letters=dead)

@@ -9,7 +9,7 @@ Operator graph (``P`` = ``ServeConfig.parallelism``)::
 
 The events cross into Python once per micro-batch (``Chunks``, the JVM grouping ``text_batches``
 uses, with a maximum wait so that a slow stream is still answered), and the answers come back
-once per micro-batch too (:func:`pack_answers`), made into rows on the JVM (``Predictions``). Each server keeps a
+once per micro-batch too (:func:`pack_answers`), made into rows on the JVM (``UnpackAnswers``). Each server keeps a
 :class:`~.updates.ModelView`: it starts from the builder's weights (or the given ``.keras``) at
 version 0 and applies every update that reaches it; a delta it cannot place waits for the next
 snapshot. A server holds no event between two callbacks, and the grouping keeps its pending
@@ -70,14 +70,14 @@ _ANSWERS_HEADER = struct.Struct("<iiqqq")
 
 
 def pack_answers(keys, predictions, version: int, age_ms: int, served_at_ms: int) -> bytes:
-    """One micro-batch's answers as the record the JVM's ``Predictions`` operator makes rows of:
-    ``n, width, version, age_ms, served_at_ms``, the keys' lengths, the keys (UTF-8), then the
-    predictions as ``n x width`` little-endian doubles.
+    """One micro-batch's answers (``n >= 1`` keys, already UTF-8) as the record the JVM's
+    ``UnpackAnswers`` operator makes rows of: ``n, width, version, age_ms, served_at_ms``, the
+    keys' lengths, the keys, then the predictions as ``n x width`` little-endian doubles.
 
-        >>> len(pack_answers(["a", "bc"], np.zeros((2, 3)), 4, 10, 1700000000000))
+        >>> len(pack_answers([b"a", b"bc"], np.zeros((2, 3)), 4, 10, 1700000000000))
         91
     """
-    encoded = [key.encode("utf-8") for key in keys]
+    encoded = list(keys)
     values = np.ascontiguousarray(predictions, "<f8").reshape(len(encoded), -1)
     return b"".join([_ANSWERS_HEADER.pack(len(encoded), values.shape[1], version, age_ms, served_at_ms),
                      np.fromiter(map(len, encoded), "<i4", len(encoded)).tobytes(), *encoded, values.tobytes()])
@@ -140,21 +140,23 @@ class _Server:
         before, texts = int(chunk[1]), chunk[2:]
         try:  # every event parses: the common case, in one pass
             keys, xs = map(list, zip(*[self._parse(text) for text in texts]))
-            at = range(len(texts))
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-            keys, xs, at = [], [], []
+            keys = [str(key).encode("utf-8") for key in keys]
+            parsed_at = range(len(texts))
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):  # UnicodeError is a ValueError
+            keys, xs, parsed_at = [], [], []
             for i, text in enumerate(texts):
                 try:
                     key, x = self._parse(text)
+                    key = str(key).encode("utf-8")
                 except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
                     yield self._dead_letter(err, before + i, text)
                     continue
                 keys.append(key)
                 xs.append(x)
-                at.append(i)
+                parsed_at.append(i)
         features, bad = self._features(xs)
         for j, err in bad:
-            yield self._dead_letter(err, before + at[j], texts[at[j]])
+            yield self._dead_letter(err, before + parsed_at[j], texts[parsed_at[j]])
         if bad:
             dropped = {j for j, _ in bad}
             keys = [key for j, key in enumerate(keys) if j not in dropped]
@@ -163,12 +165,12 @@ class _Server:
         y = np.asarray(self._predict(features), np.float64).reshape(len(keys), -1)
         now_ms = time.time() * 1000.0
         age = self._view.age_ms(now_ms)
-        fresh = self._view.served(now_ms)
-        if len(fresh):
+        served_steps = self._view.served(now_ms)
+        if len(served_steps):
             yield self._freshness_tag, json.dumps({
                 "server": self._index, "version": self._view.version, "served_at_ms": now_ms,
-                "freshness_ms": [round(float(f), 3) for f in fresh[:, 1]],
-                "step_versions": [int(v) for v in fresh[:, 0]]}, separators=(",", ":"))
+                "freshness_ms": [round(float(f), 3) for f in served_steps[:, 1]],
+                "step_versions": [int(v) for v in served_steps[:, 0]]}, separators=(",", ":"))
         yield pack_answers(keys, y, int(self._view.version), -1 if age is None else int(round(age)), int(now_ms))
 
     def _features(self, xs):
@@ -180,7 +182,7 @@ class _Server:
         except (ValueError, TypeError):
             stacked = None
         if stacked is not None and len(xs) and (self._shape is None or stacked.shape[1:] == self._shape):
-            finite = np.isfinite(stacked.reshape(len(xs), -1)).all(axis=1)
+            finite = np.isfinite(stacked).all(axis=tuple(range(1, stacked.ndim)))
             if finite.all():
                 return stacked, []
             return stacked[finite], [(j, ValueError("features that are not finite")) for j in np.flatnonzero(~finite)]
@@ -196,7 +198,12 @@ class _Server:
                 bad.append((j, err))
                 continue
             good.append(x)
-        return (np.stack(good) if good else None), bad
+        if not good:
+            return None, bad
+        try:
+            return np.stack(good), bad
+        except ValueError as err:  # a model of unknown input shape, events of different shapes
+            return None, [(j, err) for j in range(len(xs))]
 
     def _dead_letter(self, err, index: int, text):
         return self._dead_letters_tag, DeadLetter("not_a_record", f"{type(err).__name__}: {err}"[:300], "event",
@@ -305,7 +312,7 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
                             answers, config.python_in)
     served = served.name(f"{name}: servers").uid(f"{name}-servers").set_parallelism(p)
     rows = served._j_data_stream.transform("predictions", prediction_type().get_java_type_info(),
-                                           get_gateway().jvm.pyflinktensair.serving.Predictions())
+                                           get_gateway().jvm.pyflinktensair.serving.UnpackAnswers())
     predictions = DataStream(rows).name(f"{name}: a row per prediction").uid(f"{name}-predictions").set_parallelism(p)
     return ServeOutput(predictions=predictions,
                        freshness=FeedbackLoop.side_output(served, _freshness_tag(name)),

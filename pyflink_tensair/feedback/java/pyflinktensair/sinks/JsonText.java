@@ -4,7 +4,11 @@ import java.util.Collection;
 
 import org.apache.flink.types.Row;
 
-/** JSON text of the values a job's rows hold: null, strings, numbers, booleans, lists and arrays, rows. */
+/**
+ * JSON text of the values a job's rows hold: null, strings, numbers, booleans, lists and arrays
+ * (bytes excepted: a string), maps (objects), and nested rows (arrays: a nested row carries no field
+ * names). Anything else is written as its {@code toString()} in a string.
+ */
 public final class JsonText {
 
     private JsonText() {
@@ -44,18 +48,29 @@ public final class JsonText {
                 value(item, out);
             }
             out.append(']');
-        } else if (value instanceof double[]) {
-            double[] items = (double[]) value;
+        } else if (value instanceof java.util.Map) {
+            out.append('{');
+            boolean first = true;
+            for (java.util.Map.Entry<?, ?> entry : ((java.util.Map<?, ?>) value).entrySet()) {
+                if (!first) {
+                    out.append(',');
+                }
+                first = false;
+                string(String.valueOf(entry.getKey()), out);
+                out.append(':');
+                value(entry.getValue(), out);
+            }
+            out.append('}');
+        } else if (value.getClass().isArray() && !(value instanceof byte[])) {
+            int length = java.lang.reflect.Array.getLength(value);
             out.append('[');
-            for (int i = 0; i < items.length; i++) {
+            for (int i = 0; i < length; i++) {
                 if (i > 0) {
                     out.append(',');
                 }
-                value(items[i], out);
+                value(java.lang.reflect.Array.get(value, i), out);
             }
             out.append(']');
-        } else if (value instanceof Object[]) {
-            value(java.util.Arrays.asList((Object[]) value), out);
         } else if (value instanceof Row) {
             Row row = (Row) value;
             out.append('[');

@@ -23,7 +23,7 @@ import org.apache.flink.types.Row;
  * {@code (key, prediction as a list of width doubles, version, age_ms, served_at_ms)}, with the
  * timestamp of the record it came from. Stateless.
  */
-public final class Predictions extends AbstractStreamOperator<Row> implements OneInputStreamOperator<byte[], Row> {
+public final class UnpackAnswers extends AbstractStreamOperator<Row> implements OneInputStreamOperator<byte[], Row> {
 
     private static final long serialVersionUID = 1L;
     private static final int HEADER = 4 + 4 + 8 + 8 + 8;
@@ -37,8 +37,9 @@ public final class Predictions extends AbstractStreamOperator<Row> implements On
         }
         int n = in.getInt();
         int width = in.getInt();
-        if (n < 0 || width < 0) {
-            throw new IllegalArgumentException("a packed answer of " + n + " rows of width " + width);
+        if (n < 0 || width < 0 || HEADER + 4L * n > data.length) {
+            throw new IllegalArgumentException("a packed answer of " + data.length + " bytes cannot hold " + n
+                    + " rows of width " + width);
         }
         long version = in.getLong();
         long age = in.getLong();
@@ -47,9 +48,12 @@ public final class Predictions extends AbstractStreamOperator<Row> implements On
         long keyBytes = 0;
         for (int i = 0; i < n; i++) {
             lengths[i] = in.getInt();
+            if (lengths[i] < 0) {
+                throw new IllegalArgumentException("a packed answer with a key of " + lengths[i] + " bytes");
+            }
             keyBytes += lengths[i];
         }
-        if (HEADER + 4L * n + keyBytes + 8L * n * width != data.length) {
+        if (HEADER + 4L * n + keyBytes + Math.multiplyExact(8L * n, (long) width) != data.length) {
             throw new IllegalArgumentException("a packed answer of " + data.length + " bytes does not hold "
                     + n + " keys and " + n + " x " + width + " predictions");
         }
