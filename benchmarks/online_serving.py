@@ -17,6 +17,9 @@ quickstart classifier):
   ``--paced-rate``) while the replicas train; freshness (a training step to its first served
   prediction) and latency (an event's creation to its answer), the first ``--settle-s`` seconds
   of answers left out.
+- ``fresh_sparse`` (not in the default runs): ``fresh`` with a model that embeds 8 ids out of
+  10,000 (its updates carry the table's changed rows only), events of ids at ``--paced-rate``
+  (default 2,000/s).
 - ``udf`` (not in the default runs): the same training writes its updates to a folder, and
   ``tensair_predict`` (:mod:`pyflink_tensair.online.udf`) answers a datagen table's rows in SQL
   while following it: the freshness of the SQL path (the run lasts ``--paced-s`` + ``--settle-s``
@@ -86,13 +89,35 @@ def _cpu_s(children_only: bool = False) -> float:
     return total
 
 
-def _training(env):
+VOCABULARY, IDS = 10_000, 8  # the sparse model: a bag of 8 ids out of 10,000 embedded in 32 dimensions
+
+
+def _sparse_batch(index: int):
+    """A batch of the sparse model: 32 rows of 8 ids, label = the parity of the first id."""
+    from pyflink_tensair import Batch
+
+    ids = np.random.default_rng([11, index]).integers(0, VOCABULARY, size=(32, IDS)).astype(np.int32)
+    return Batch(ids, (ids[:, 0] % 2).astype(np.int64))
+
+
+def _sparse_model():
+    from pyflink_tensair.models import zoo
+
+    return zoo.embedding_classifier(vocabulary=VOCABULARY, dim=32, length=IDS, classes=2)
+
+
+def _training(env, sparse: bool = False):
     from pyflink_tensair import ModelUpdates, TrainConfig, batch_source, train
     from pyflink_tensair.datasets.teacher import teacher_classification_batch
     from pyflink_tensair.models import zoo
 
-    make = functools.partial(teacher_classification_batch, batch_size=32, features=FEATURES, classes=CLASSES, seed=0)
-    return train(batch_source(env, 100_000, make, rate=20), model=zoo.quickstart_classifier,
+    if sparse:
+        make, model = _sparse_batch, _sparse_model
+    else:
+        make = functools.partial(teacher_classification_batch, batch_size=32, features=FEATURES, classes=CLASSES,
+                                 seed=0)
+        model = zoo.quickstart_classifier
+    return train(batch_source(env, 100_000, make, rate=20), model=model,
                  config=TrainConfig(replicas=2, updates=ModelUpdates(every_ms=200)))
 
 
@@ -143,9 +168,12 @@ def run_flink(kind: str, events: int, paced_rate: float, settle_s: float, python
 
     env = StreamExecutionEnvironment.get_execution_environment()
     config = ServeConfig(batch_size=BATCH, python_in=python_in)
-    texts = synthetic_events(env, events, features=FEATURES, rate=paced_rate if kind == "fresh" else None)
-    training = _training(env) if kind in ("serve_training", "fresh") else None
-    served = serve(texts, training, model=zoo.quickstart_classifier, config=config)
+    paced = kind.startswith("fresh")
+    sparse = kind == "fresh_sparse"
+    texts = synthetic_events(env, events, features=IDS if sparse else FEATURES, rate=paced_rate if paced else None,
+                             ids_below=VOCABULARY if sparse else None)
+    training = _training(env, sparse) if kind in ("serve_training", "fresh", "fresh_sparse") else None
+    served = serve(texts, training, model=_sparse_model if sparse else zoo.quickstart_classifier, config=config)
     folder = os.path.join("/tmp", f"online-serving-{os.getpid()}")
     os.makedirs(folder, exist_ok=True)
     write_json_lines(served.freshness, folder, "freshness").set_parallelism(1)
@@ -167,7 +195,7 @@ def run_flink(kind: str, events: int, paced_rate: float, settle_s: float, python
 
     # CPU of the whole job (every thread of the JVM and its Python workers) over the steady part of
     # the run: from the answer to a tenth of the events (start-up and warm-up before it) to the last
-    steady = events // 10 if kind != "fresh" else 0
+    steady = events // 10 if not paced else 0
     wait_until(lambda: lines() >= steady, timeout_s=600, interval_s=0.05, what=f"{steady} predictions")
     cpu_from, lines_from = _cpu_s(children_only=True), lines()
     wait_until(lambda: lines() >= events, timeout_s=600, interval_s=0.05, what=f"{events} predictions")
@@ -179,7 +207,7 @@ def run_flink(kind: str, events: int, paced_rate: float, settle_s: float, python
             answered.append((row["served_at_ms"], float(row["key"].split(":")[1]), row["model_version"]))
     served_at = np.array([a for a, _, _ in answered], np.float64)
     out = {"events": len(answered)}
-    if kind != "fresh":
+    if not paced:
         served_at = np.sort(served_at)[steady:]
         out["events_per_s"] = (len(served_at) - 1) / max(1e-3, (served_at[-1] - served_at[0]) / 1000.0)
         out["events_per_cpu_s"] = 1.0 / cpu_per_event
@@ -227,7 +255,9 @@ def _one(args) -> dict:
         return run_plain(args.events)
     if args.one == "udf":
         return run_udf(args.paced_rate or 1000.0, args.paced_s + args.settle_s + 40.0, args.settle_s)
-    return run_flink(args.one, args.events if args.one != "fresh" else int(args.paced_rate * args.paced_s),
+    if args.one == "fresh_sparse" and args.paced_rate is None:
+        args.paced_rate = 2000.0
+    return run_flink(args.one, args.events if not args.one.startswith("fresh") else int(args.paced_rate * args.paced_s),
                      args.paced_rate, args.settle_s, args.python_in)
 
 
@@ -263,8 +293,9 @@ def main(argv=None) -> int:
     parser.add_argument("--settle-s", type=float, default=10.0, help="answers left out at the start (default 10 s)")
     parser.add_argument("--python-in", choices=("jvm", "processes"), default="jvm")
     parser.add_argument("--runs", default="plain,serve,serve_training,fresh",
-                        help="of plain, serve, serve_training, fresh, udf (the SQL function's freshness, "
-                             "--paced-rate rows/s, default 1000)")
+                        help="of plain, serve, serve_training, fresh, fresh_sparse (embedding deltas, "
+                             "--paced-rate default 2000), udf (the SQL function's freshness, --paced-rate "
+                             "rows/s, default 1000)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:

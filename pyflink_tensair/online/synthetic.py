@@ -13,12 +13,14 @@ from ..errors import ConfigError
 
 
 def synthetic_events(env, count: int, *, features: int, rate: "float | None" = None, seed: int = 0,
-                     per_checkpoint: "int | None" = None, name: str = "synthetic events"):
+                     per_checkpoint: "int | None" = None, ids_below: "int | None" = None,
+                     name: str = "synthetic events"):
     """A stream of ``count`` JSON event texts with ``features`` standard-normal features each,
     ``rate`` per second (``None``: as fast as they are taken), parallelism 1, ending by itself.
     ``per_checkpoint`` (instead of ``rate``): at most that many events between two completed
     checkpoints (Flink's gated rate limiter), so that a test's stream cannot end before its
-    checkpoints, however slowly its job starts.
+    checkpoints, however slowly its job starts. ``ids_below``: the features are ids drawn
+    uniformly below it (for a model that embeds them) instead of normal draws.
 
     Example::
 
@@ -41,11 +43,13 @@ def synthetic_events(env, count: int, *, features: int, rate: "float | None" = N
                                        or not isinstance(per_checkpoint, int) or per_checkpoint < 1):
         raise ConfigError(f"per_checkpoint must be a whole number >= 1, and rate None with it. Received: "
                           f"per_checkpoint={per_checkpoint!r}, rate={rate!r}")
+    if ids_below is not None and (isinstance(ids_below, bool) or not isinstance(ids_below, int) or ids_below < 1):
+        raise ConfigError(f"ids_below must be a whole number >= 1. Received: ids_below={ids_below!r}")
     add_channel_jar(env)
     jvm = get_gateway().jvm
     limits = jvm.org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy
     source = jvm.org.apache.flink.connector.datagen.source.DataGeneratorSource(
-        jvm.pyflinktensair.serving.SyntheticEvents(features, seed), count,
+        jvm.pyflinktensair.serving.SyntheticEvents(features, seed, ids_below or 0), count,
         limits.perCheckpoint(per_checkpoint) if per_checkpoint is not None
         else limits.noOp() if rate is None else limits.perSecond(float(rate)), Types.STRING().get_java_type_info())
     uid = name.replace(" ", "-")

@@ -7,7 +7,8 @@ import org.apache.flink.connector.datagen.source.GeneratorFunction;
 /**
  * Event {@code i} as the JSON text {@code serve} reads by default,
  * {@code {"id":"<i>:<created epoch ms>","x":[f_1,...,f_n]}}, with features drawn from a standard
- * normal law seeded by {@code (seed, i)} and written with four decimals. Made on the JVM (inside
+ * normal law seeded by {@code (seed, i)} and written with four decimals, or (with
+ * {@code vocabulary > 0}) ids drawn uniformly below it, for models that embed them. Made on the JVM (inside
  * Flink's {@code DataGeneratorSource}, which paces it), so that a load test's source costs no
  * Python and its creation time is the moment the event enters the job.
  */
@@ -16,13 +17,20 @@ public final class SyntheticEvents implements GeneratorFunction<Long, String> {
     private static final long serialVersionUID = 1L;
     private final int features;
     private final long seed;
+    private final int vocabulary;
 
     public SyntheticEvents(int features, long seed) {
-        if (features < 1) {
-            throw new IllegalArgumentException("need features >= 1, not " + features);
+        this(features, seed, 0);
+    }
+
+    public SyntheticEvents(int features, long seed, int vocabulary) {
+        if (features < 1 || vocabulary < 0) {
+            throw new IllegalArgumentException("need features >= 1 and vocabulary >= 0, not " + features + ", "
+                    + vocabulary);
         }
         this.features = features;
         this.seed = seed;
+        this.vocabulary = vocabulary;
     }
 
     @Override
@@ -34,7 +42,11 @@ public final class SyntheticEvents implements GeneratorFunction<Long, String> {
             if (j > 0) {
                 text.append(',');
             }
-            fourDecimals(gaussian(random), text);
+            if (vocabulary > 0) {
+                text.append(random.nextInt(vocabulary));
+            } else {
+                fourDecimals(gaussian(random), text);
+            }
         }
         return text.append("]}").toString();
     }
