@@ -34,6 +34,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 from ..core.messages import DeadLetter, preview
 from ..errors import ConfigError
 from ..validation import require_number
+from .labels import _key, _tag
 
 if TYPE_CHECKING:
     from pyflink.datastream import DataStream
@@ -104,15 +105,11 @@ class ScoreOutput:
 
 
 def _unmatched_tag(name: str):
-    from pyflink.datastream import OutputTag
-
-    return OutputTag(f"{name}-unmatched", Types.STRING())
+    return _tag(name, "unmatched")
 
 
 def _dead_letters_tag(name: str):
-    from pyflink.datastream import OutputTag
-
-    return OutputTag(f"{name}-dead-letters", Types.STRING())  # the tag KeyRecords uses with the same name
+    return _tag(name, "dead-letters")  # the tag KeyRecords uses with the same name
 
 
 class MeetPredictions(KeyedCoProcessFunction):
@@ -135,13 +132,16 @@ class MeetPredictions(KeyedCoProcessFunction):
         ctx.timer_service().register_processing_time_timer(at)
         self._timer.update(at)
 
+    def _forget(self) -> None:
+        self._prediction.clear()
+        self._label.clear()
+        self._timer.clear()
+
     def _meet(self, ctx, prediction_text: str, label_text: str):
         timer = self._timer.value()
         if timer is not None:
             ctx.timer_service().delete_processing_time_timer(timer)
-        self._prediction.clear()
-        self._label.clear()
-        self._timer.clear()
+        self._forget()
         prediction = json.loads(prediction_text)
         try:
             label = json.loads(label_text)[self._label_field]
@@ -152,32 +152,28 @@ class MeetPredictions(KeyedCoProcessFunction):
             yield self._dead_letters, DeadLetter("not_a_record", f"{type(err).__name__}: {err}"[:300], "record",
                                                  "score", -1, preview(label_text)).to_json()
             return
-        key = ctx.get_current_key()
-        yield json.dumps({"id": key[0] if isinstance(key, (tuple, list)) else key, "y": label, "correct": correct,
+        yield json.dumps({"id": _key(ctx), "y": label, "correct": correct,
                           "loss": loss, "p1": p1, "model_version": prediction["model_version"],
                           "served_at_ms": prediction["served_at_ms"]}, separators=(",", ":"))
 
-    def process_element1(self, value, ctx):
-        label = self._label.value()
-        if label is not None:
-            yield from self._meet(ctx, value, label)
-        elif self._prediction.value() is None:
-            self._prediction.update(value)
+    def _arrive(self, value, ctx, waiting, partner, prediction_first: bool):
+        """``value`` meets the partner waiting in ``partner`` state, or waits in ``waiting``."""
+        other = partner.value()
+        if other is not None:
+            yield from self._meet(ctx, *((value, other) if prediction_first else (other, value)))
+        elif waiting.value() is None:
+            waiting.update(value)
             self._wait(ctx)
 
+    def process_element1(self, value, ctx):
+        yield from self._arrive(value, ctx, self._prediction, self._label, True)
+
     def process_element2(self, value, ctx):
-        prediction = self._prediction.value()
-        if prediction is not None:
-            yield from self._meet(ctx, prediction, value)
-        elif self._label.value() is None:
-            self._label.update(value)
-            self._wait(ctx)
+        yield from self._arrive(value, ctx, self._label, self._prediction, False)
 
     def on_timer(self, timestamp, ctx):
         if self._timer.value() == timestamp:
-            self._prediction.clear()
-            self._label.clear()
-            self._timer.clear()
+            self._forget()
             yield self._unmatched, json.dumps({"unmatched": 1})
 
 
