@@ -298,3 +298,52 @@ def test_stop_with_a_savepoint_then_resume_continues_the_model(flink_cluster, tm
     summary = json.loads((tmp_path / "second.json").read_text())
     assert summary["finished_replicas"] == [0, 1] and summary["model_versions"] == [batches // 2] * 2
     assert summary["replica_max_weight_diff"] == 0.0
+
+
+def test_the_online_loop_across_a_lost_taskmanager_counts_what_the_data_says(flink_cluster, tmp_path):
+    """jobs/online_loop.py with a TaskManager killed mid-stream: after the restore, its files hold
+    every event served once by the trained and the frozen model, and labels joined, timeouts and
+    dead letters as the click stream makes them (as an undisturbed run counts them, tests/test_online_loop.py)."""
+    import threading
+
+    from pyflink_tensair.datasets.clicks import ClickStream
+
+    url, out, summary_path = cluster.rest_url(flink_cluster), tmp_path / "out", tmp_path / "summary.json"
+    # 60 s of events: the kill falls well inside them, though a checkpoint of this job can take half a
+    # minute on two cores (its aligned barriers wait behind the data buffered ahead of the replicas)
+    events, per_s = 1200, 20
+    args = [os.path.join(ROOT, "jobs", "online_loop.py"), "--events", str(events), "--events-per-s", str(per_s),
+            "--warmup-s", "1", "--checkpoints-interval-s", "1", "--outdir", str(out), "--summary", str(summary_path)]
+    outcome = {}
+    runner = threading.Thread(target=lambda: outcome.update(result=cluster.submit(flink_cluster, args, timeout=600)))
+    runner.start()
+    try:
+        job_id = cluster.running_job(flink_cluster)
+
+        def served():
+            path = out / "served-0.jsonl"
+            return sum(1 for _ in open(path)) if path.exists() else 0
+
+        _wait_until("100 events served", lambda: served() >= 100)
+        seen_ms = time.time() * 1000
+        _wait_until("a checkpoint after them", lambda: (cluster.rest_get(f"{url}/jobs/{job_id}/checkpoints")["latest"]
+                                                        ["completed"] or {}).get("trigger_timestamp", 0) > seen_ms)
+        at_kill = served()
+        assert at_kill < events, "the stream ended before the TaskManager was killed"
+        killed = cluster.kill_taskmanager(flink_cluster)
+        wait_until(lambda: not any(processes.alive(pid) for pid in killed), 10, what=f"{killed} to die")
+        cluster.await_failover(flink_cluster, job_id)
+    finally:
+        runner.join(600)
+        cluster.ensure_taskmanagers(flink_cluster, 2)  # as the other tests expect it
+    result = outcome["result"]
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    s = json.loads(summary_path.read_text())
+    data = ClickStream(events=events, gap_ms=1000.0 * 60 / per_s).outcome(timeout_ms=90_000)
+    print(f"killed after {at_kill} events served; summary counts {[s[k] for k in ('events_served', 'labels_joined', 'label_timeouts', 'dead_letters')]}")
+    served_keys = [json.loads(line)["key"] for line in open(out / "served-0.jsonl")]
+    assert sorted(k for k in served_keys if not k.startswith("warmup-")) == sorted(map(str, range(events)))
+    assert s["events_served"] == s["frozen_served"] == events
+    assert (s["labels_joined"], s["label_timeouts"], s["dead_letters"]) == (data["joined"], data["timeouts"], data["late_labels"])
+    assert s["served_last_window"]["scored"] == s["frozen_last_window"]["scored"] == events
+    assert cluster.rest_get(f"{url}/jobs/{job_id}/checkpoints")["latest"]["restored"] is not None

@@ -314,6 +314,8 @@ def test_file_sinks_write_one_file_per_subtask_and_refuse_other_record_types(tmp
         write_json_lines(numbers, str(tmp_path), "numbers")  # longs, not strings
     with pytest.raises(ConfigError, match="prefix"):
         write_records(numbers, str(tmp_path), "a/b")
+    with pytest.raises(ConfigError, match="delivery must be one of 'exactly_once', 'at_least_once'"):
+        write_json_lines(numbers.map(str, output_type=Types.STRING()), str(tmp_path), "n", delivery="once")
     lines = numbers.map(lambda n: f'{{"n": {n}}}', output_type=Types.STRING()).set_parallelism(1)
     records = numbers.map(lambda n: bytes([n]) * 3, output_type=Types.PRIMITIVE_ARRAY(Types.BYTE())).set_parallelism(1)
     write_json_lines(lines, str(tmp_path / "out"), "lines").set_parallelism(1)

@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("pyflink")
 
 from pyflink_tensair import cluster  # noqa: E402
+from pyflink_tensair.datasets.clicks import ClickStream  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.flink
@@ -70,7 +71,7 @@ def test_score_meets_each_prediction_with_its_label_and_reports_the_window(tmp_p
     labels = env.from_collection([json.dumps({"id": i, "y": i % 4}) for i in range(0, 40, 2)]  # every other one
                                  + [json.dumps({"id": "nobody", "y": 1})], type_info=Types.STRING())
     served = serve(events, None, model=zoo.quickstart_classifier, config=ServeConfig(batch_size=8))
-    scores = score(served.predictions, labels, window=20, report_every=5, retention_ms=600_000, name="frozen")
+    scores = score(served.predictions, labels, window=20, report_every=6, retention_ms=600_000, name="frozen")
     write_json_lines(served.predictions, str(tmp_path), "predictions").set_parallelism(1)  # Rows as JSON, on the JVM
     write_json_lines(scores.scored, str(tmp_path), "scored").set_parallelism(1)
     write_json_lines(scores.windows, str(tmp_path), "windows").set_parallelism(1)
@@ -89,7 +90,7 @@ def test_score_meets_each_prediction_with_its_label_and_reports_the_window(tmp_p
         correct, loss, _ = score_one(predictions[r["id"]]["prediction"], int(r["id"]) % 4)
         assert (r["correct"], r["loss"]) == (correct, loss)
     windows = lines("windows")
-    assert [w["scored"] for w in windows] == [5, 10, 15, 20] and all(w["name"] == "frozen" for w in windows)
+    assert [w["scored"] for w in windows] == [6, 12, 18, 20] and all(w["name"] == "frozen" for w in windows)
     assert windows[-1]["accuracy"] == round(sum(r["correct"] for r in scored) / 20, 4)
     assert windows[-1]["auc"] is None  # four classes: no AUC
 
@@ -127,6 +128,8 @@ def test_the_online_loop_job_accounts_for_every_event_and_label(tmp_path):
                       if json.loads(line)["what"] == "label")
     assert s["labels_joined"] + labels_dead == s["labels_sent"]  # each label joined once or set aside
     assert s["labels_joined"] + s["label_timeouts"] == s["events"]  # each event joined or timed out
+    data = ClickStream(events=600, gap_ms=600.0).outcome(timeout_ms=90_000)  # the job's defaults: 100 events/s, 60x, 90 s
+    assert (s["labels_joined"], s["label_timeouts"], labels_dead) == (data["joined"], data["timeouts"], data["late_labels"])
     assert s["versions_served"] >= 2 and s["freshness_ms_p99"] is not None
     # scored in the job: every event's prediction met its record (joined, or timed out as "no click") once
     assert s["served_last_window"]["scored"] == s["frozen_last_window"]["scored"] == 600

@@ -1,7 +1,7 @@
 """The online loop's serving and label join across a failure: a job with checkpoints that fails
 once mid-stream restarts from its last checkpoint and, in outputs committed with the checkpoints
-(Flink's exactly-once ``FileSink``), answers every event once and ends every label and every event
-in exactly the place the data says, as an undisturbed run would (event time: nothing here depends
+(Flink's exactly-once ``FileSink``, and the project's own line files, cut back to the checkpoint),
+answers every event once and ends every label and every event in exactly the place the data says, as an undisturbed run would (event time: nothing here depends
 on the job's speed)."""
 
 import glob
@@ -70,6 +70,7 @@ def test_a_failed_online_job_serves_every_event_once_and_joins_every_label_once(
 
     from pyflink_tensair import Checkpoints, ServeConfig, join_labels, serve
     from pyflink_tensair.flink import checkpointing
+    from pyflink_tensair.flink.sinks import write_json_lines, write_records
     from pyflink_tensair.models import zoo
     from pyflink_tensair.online.synthetic import synthetic_events
 
@@ -97,13 +98,24 @@ def test_a_failed_online_job_serves_every_event_once_and_joins_every_label_once(
     commit(joined.records, "joined")
     commit(joined.timeouts, "timeouts")
     commit(joined.dead_letters.union(served.dead_letters), "dead-letters")
+    write_json_lines(served.predictions, str(tmp_path), "live")  # the project's own sink: cut back on restore
+    write_json_lines(joined.records, str(tmp_path), "live-joined").set_parallelism(1)
+    write_records(events.map(str.encode, output_type=Types.PRIMITIVE_ARRAY(Types.BYTE())), str(tmp_path / "records"),
+                  "event").set_parallelism(1)  # a file per record, numbered on from the checkpoint's count
     env.execute("online restore")
 
     assert (tmp_path / "failed-1").exists(), "the job never failed: no checkpoint completed before the last event"
     keys = [re.match(r"\+I\[([^,]+),", line).group(1) for line in _committed_lines(tmp_path / "predictions")]
     assert sorted(keys, key=int) == [str(i) for i in range(EVENTS)]  # every event answered, none twice
+    live = [json.loads(line)["key"] for path in glob.glob(str(tmp_path / "live-*.jsonl")) if "joined" not in path
+            for line in open(path, encoding="utf-8")]
+    assert sorted(live, key=int) == [str(i) for i in range(EVENTS)]  # written as they came, cut back at the restore
+    files = sorted(os.listdir(tmp_path / "records"))
+    assert files == [f"event-0-{n:06d}.bin" for n in range(EVENTS)], files[-5:]
+    assert sorted(json.loads((tmp_path / "records" / f).read_bytes())["id"] for f in files) == list(range(EVENTS))
     joined_ids = [json.loads(line)["id"] for line in _committed_lines(tmp_path / "joined")]
     assert sorted(joined_ids) == sorted(i for i in range(EVENTS) if i % 4) and len(joined_ids) == EXPECTED["joined"]
+    assert sorted(json.loads(line)["id"] for line in open(tmp_path / "live-joined-0.jsonl")) == sorted(joined_ids)
     assert len(_committed_lines(tmp_path / "timeouts")) == EXPECTED["timeouts"]
     reasons = [json.loads(line)["reason"] for line in _committed_lines(tmp_path / "dead-letters")]
     assert {r: reasons.count(r) for r in set(reasons)} == EXPECTED["dead_letters"]

@@ -22,25 +22,52 @@ from ..core.summary import last_value, latest_per_replica
 
 
 class LinesFollower:
-    """Reads ``<prefix>-*.jsonl`` files in a folder as the job appends to them."""
+    """Reads ``<prefix>-*.jsonl`` files in a folder as the job appends to them.
+
+    A restore may cut a file back to its length at the checkpoint and write on from there
+    (``write_json_lines``, exactly once): a follower that finds the last line it read changed, or
+    the file shorter, reads on from the last line it read that is still there. The records read
+    beyond the cut stay in :attr:`records`; the replay's come again."""
 
     def __init__(self, folder: str, prefix: str, parse=json.loads):
         self._folder = folder
         self._prefix = prefix
         self._parse = parse
-        self._offsets: Dict[str, int] = {}
+        self._read: Dict[str, List] = {}  # per file: (end offset, hash) of each line read
         self.records: List = []
+
+    @staticmethod
+    def _still_there(f, lines: List) -> int:
+        """How many of the lines read are still the file's first lines."""
+        f.seek(0)
+        kept, start = 0, 0
+        for end, digest in lines:
+            if hash(f.read(end - start)) != digest:
+                break
+            kept, start = kept + 1, end
+        return kept
 
     def poll(self) -> List:
         """The records appended since the last call (also kept in :attr:`records`)."""
         new = []
         for path in sorted(glob.glob(os.path.join(self._folder, f"{self._prefix}-*.jsonl"))):
+            lines = self._read.setdefault(path, [])
             with open(path, "rb") as f:
-                f.seek(self._offsets.get(path, 0))
+                offset = lines[-1][0] if lines else 0
+                if lines:
+                    last_start = lines[-2][0] if len(lines) > 1 else 0
+                    f.seek(last_start)
+                    if os.fstat(f.fileno()).st_size < offset or hash(f.read(offset - last_start)) != lines[-1][1]:
+                        del lines[self._still_there(f, lines):]  # cut back at a restore
+                        offset = lines[-1][0] if lines else 0
+                f.seek(offset)
                 chunk = f.read()
             complete = chunk[:chunk.rfind(b"\n") + 1]  # a line still being written waits for next time
-            self._offsets[path] = self._offsets.get(path, 0) + len(complete)
-            new.extend(self._parse(line) for line in complete.decode("utf-8").splitlines() if line.strip())
+            for line in complete.splitlines(keepends=True):
+                offset += len(line)
+                lines.append((offset, hash(line)))
+                if line.strip():
+                    new.append(self._parse(line.decode("utf-8")))
         self.records.extend(new)
         return new
 

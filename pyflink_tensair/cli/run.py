@@ -78,9 +78,9 @@ def _attach_writers(output, outdir: str, config: TrainConfig, predictions) -> No
     for pattern in _RESULT_FILES:
         for stale in glob.glob(os.path.join(outdir, pattern)):
             os.remove(stale)  # the writers append: results of an earlier run must not mix in
-    write_json_lines(output.metrics, outdir, "metrics", name=config.name).set_parallelism(config.replicas)
-    write_json_lines(output.probes, outdir, "probes", name=config.name).set_parallelism(config.replicas)
-    write_json_lines(output.mode_changes, outdir, "mode-changes", name=config.name).set_parallelism(config.replicas)
+    write_json_lines(output.metrics, outdir, "metrics", name=config.name, delivery="at_least_once").set_parallelism(config.replicas)
+    write_json_lines(output.probes, outdir, "probes", name=config.name, delivery="at_least_once").set_parallelism(config.replicas)
+    write_json_lines(output.mode_changes, outdir, "mode-changes", name=config.name, delivery="at_least_once").set_parallelism(config.replicas)
     write_json_lines(output.dead_letters, outdir, "dead-letters", name=config.name).set_parallelism(config.replicas)
     write_records(output.models, outdir, "model", name=config.name).set_parallelism(config.replicas)
     if predictions is not None:

@@ -94,6 +94,20 @@ class ClickStream:
         arrival, i = self._labels[j]
         return json.dumps({"id": int(i), "y": self.click(int(i)), "t": int(arrival)}, separators=(",", ":"))
 
+    def outcome(self, timeout_ms: float) -> dict:
+        """What :func:`~pyflink_tensair.online.labels.join_labels` makes of this stream with
+        ``timeout_ms`` (event time), whatever the job's speed or failures: ``joined`` labels (those
+        at most ``timeout_ms`` after their event), ``timeouts`` (the other events) and
+        ``late_labels`` (dead letters ``label_after_timeout``).
+
+        >>> ClickStream(events=100).outcome(timeout_ms=90_000)
+        {'joined': 72, 'timeouts': 28, 'late_labels': 7}
+        """
+        late = sum(1 for arrival, i in self._labels
+                   if int(arrival) > int(self.event_time_ms(int(i))) + int(timeout_ms))
+        joined = self.labels - late
+        return {"joined": joined, "timeouts": self.events - joined, "late_labels": late}
+
     def wall_s(self, stream_ms: float) -> float:
         """Seconds after the stream's start at which stream time ``stream_ms`` is due."""
         return stream_ms / 1000.0 / self.compression

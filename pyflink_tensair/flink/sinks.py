@@ -1,7 +1,8 @@
 """File sinks for the jobs: one file per subtask, one line (or file) per record, flushed.
 
 They let the job's driver follow progress while the job runs and read the results after, in local
-mode and on a cluster whose TaskManagers share the driver's file system. Both are Java sinks (in
+mode and on a cluster whose TaskManagers share the driver's file system; a restored job first
+takes back what was written after its checkpoint (exactly once), unless told to keep it. Both are Java sinks (in
 the project's jar, see :mod:`pyflink_tensair.feedback`): a record written by them never crosses
 into Python again, where a Python writer cost a Beam bundle per record.
 """
@@ -40,10 +41,21 @@ def _row_field_names(j_type):
     return None
 
 
-def write_json_lines(stream, folder: str, prefix: str, *, name: str = "tensair"):
+DELIVERY = ("exactly_once", "at_least_once")
+
+
+def write_json_lines(stream, folder: str, prefix: str, *, name: str = "tensair", delivery: str = "exactly_once"):
     """Appends each record of ``stream`` to ``folder/prefix-<subtask>.jsonl``, one line each, on
     the JVM: a string as it is (JSON text already), a ``Row`` as a JSON object of its named fields
     (``serve``'s predictions, or a Table made a stream, ``t_env.to_data_stream(table)``); returns the sink (set its parallelism to choose how many files).
+
+    Lines are flushed as they come, for readers that follow the file. ``delivery``, as Flink's
+    ``DeliveryGuarantee``: ``"exactly_once"`` cuts a file back to its length at the checkpoint a
+    job restores (the replay writes the rest again), so a finished job's files hold each record
+    once, though a follower may have read lines that a restore took back; ``"at_least_once"`` keeps
+    them (a log of what the job did, e.g. training metrics, in which a restore shows as work
+    done again). The files must be where a restarted subtask finds them (one machine, or a file
+    system the TaskManagers share).
 
     Example::
 
@@ -56,6 +68,8 @@ def write_json_lines(stream, folder: str, prefix: str, *, name: str = "tensair")
     from .environment import add_channel_jar
 
     _check_folder(folder, prefix)
+    if delivery not in DELIVERY:
+        raise ConfigError(f"delivery must be one of {', '.join(map(repr, DELIVERY))}. Received: delivery={delivery!r}")
     j_stream = stream._j_data_stream
     j_type = j_stream.getType()
     fields = None if j_type.equals(Types.STRING().get_java_type_info()) else _row_field_names(j_type)
@@ -66,18 +80,19 @@ def write_json_lines(stream, folder: str, prefix: str, *, name: str = "tensair")
     gateway = get_gateway()
     sink_class = gateway.jvm.pyflinktensair.sinks.LineFileSink
     if fields is None:
-        j_sink = sink_class(os.path.abspath(folder), prefix)
+        j_sink = sink_class(os.path.abspath(folder), prefix, delivery == "exactly_once")
     else:
         names = gateway.new_array(gateway.jvm.String, len(fields))
         for i, field in enumerate(fields):
             names[i] = field
-        j_sink = sink_class(os.path.abspath(folder), prefix, names)
+        j_sink = sink_class(os.path.abspath(folder), prefix, names, delivery == "exactly_once")
     return _sink_to(stream, j_sink, prefix, name)
 
 
 def write_records(stream, folder: str, prefix: str, *, name: str = "tensair"):
     """Writes each bytes record of ``stream`` to its own file ``folder/prefix-<subtask>-<n>.bin``
-    (``n`` from ``000000``, renamed into place once complete); returns the sink."""
+    (``n`` from ``000000``, renamed into place once complete); returns the sink. Exactly once: a
+    restored job first deletes the files numbered from its count at the checkpoint on."""
     from pyflink.common import Types
     from pyflink.java_gateway import get_gateway
 

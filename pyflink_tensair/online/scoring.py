@@ -6,14 +6,14 @@ Operator graph::
                                                                     ├─► meet (Python, keyed state) ─► scored events (JSON)
     labelled records (join_labels) ─► Row(id, text) ─► key_by id ──┘      │ unmatched (side output)    │
                                                                            ▼                            ▼
-                                                      windowed score (Python, parallelism 1) ─► windows (JSON), Flink gauges
+                                                      windowed score (Python, one key, Flink state) ─► windows (JSON), Flink gauges
 
 A prediction and its record meet in keyed state, whichever comes first; one that finds no
 partner within ``retention_ms`` (processing time: an event never labelled and dropped at its
 timeout, a label of an event that was not served) is forgotten and counted. Each scored event
 says whether the prediction's top class was the label and its cross-entropy loss. The window
 holds the last ``window`` scored events: accuracy, mean loss and, for labels 0/1, the AUC of the
-score of class 1; a report goes out every ``report_every`` scored events, and the same figures are Flink gauges of the group ``tensair`` (integers: ``accuracy_permille``,
+score of class 1; a report goes out every ``report_every`` scored events and at the end of the input, and the same figures are Flink gauges of the group ``tensair`` (integers: ``accuracy_permille``,
 ``loss_milli``, ``auc_permille``, ``scored``), named by ``name``.
 
 Scoring a frozen model's predictions the same way gives the value of training in real time.
@@ -21,14 +21,13 @@ Scoring a frozen model's predictions the same way gives the value of training in
 
 from __future__ import annotations
 
-import collections
 import json
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Sequence
 
 from pyflink.common import Types
-from pyflink.datastream import KeyedCoProcessFunction, ProcessFunction
+from pyflink.datastream import KeyedCoProcessFunction, KeyedProcessFunction
 from pyflink.datastream.state import ValueStateDescriptor
 
 from ..core.messages import DeadLetter, preview
@@ -94,7 +93,7 @@ class ScoreOutput:
             "model_version", "served_at_ms"}``.
         windows: JSON reports of the window: ``{"name", "scored", "accuracy", "loss", "auc",
             "unmatched"}`` (``auc`` is ``null`` unless the labels are 0/1 and both are in it),
-            every ``report_every`` scored events (the events after the last report are in none).
+            every ``report_every`` scored events, and at the end of a bounded input if events came after the last.
         dead_letters: JSON dead letters: records without an id, and records whose label is not a
             class number (or does not fit the prediction).
     """
@@ -177,51 +176,78 @@ class MeetPredictions(KeyedCoProcessFunction):
             yield self._unmatched, json.dumps({"unmatched": 1})
 
 
-class WindowedScore(ProcessFunction):
-    """The last ``window`` scored events: reports and Flink gauges (module docstring)."""
+class WindowedScore(KeyedProcessFunction):
+    """The last ``window`` scored events: reports and Flink gauges (module docstring). One key (the
+    stream is keyed by a constant): the counts and the window are Flink state, so a restored job
+    goes on counting from its checkpoint. A last report at the end of the input (a timer at the
+    final watermark) when events came since the previous one."""
+
+    END_OF_INPUT = 2 ** 63 - 1  # the watermark a bounded input ends with
 
     def __init__(self, window: int, report_every: int, name: str):
         self._size, self._every, self._name = window, report_every, name
 
     def open(self, runtime_context):
+        from pyflink.common import Types
+
         from ..flink.replica_metrics import ReplicaMetrics
 
-        self._window = collections.deque(maxlen=self._size)
-        self._scored = self._unmatched = 0
-        self._figures = {"accuracy": None, "loss": None, "auc": None}
+        self._state = runtime_context.get_state(ValueStateDescriptor("score", Types.PICKLED_BYTE_ARRAY()))
+        self._score = self._fresh()
         group = runtime_context.get_metrics_group().add_group("tensair").add_group(self._name)
 
         def scaled(key, scale=1000):
-            return lambda: -1 if self._figures[key] is None else int(round(self._figures[key] * scale))
+            return lambda: -1 if self._score["figures"][key] is None else int(round(self._score["figures"][key] * scale))
 
-        self._metrics = ReplicaMetrics(group, {"scored": lambda: self._scored, "unmatched": lambda: self._unmatched,
+        self._metrics = ReplicaMetrics(group, {"scored": lambda: self._score["scored"],
+                                               "unmatched": lambda: self._score["unmatched"],
                                                "accuracy_permille": scaled("accuracy"),
                                                "loss_milli": scaled("loss"), "auc_permille": scaled("auc")})
 
-    def report(self) -> str:
-        window = list(self._window)
+    @staticmethod
+    def _fresh() -> dict:
+        return {"scored": 0, "unmatched": 0, "reported": 0, "window": [],
+                "figures": {"accuracy": None, "loss": None, "auc": None}}
+
+    def _report(self) -> str:
+        score, window = self._score, self._score["window"]
         if window:
-            self._figures = {"accuracy": sum(c for c, _, _, _ in window) / len(window),
-                             "loss": sum(loss for _, loss, _, _ in window) / len(window),
-                             "auc": auc([p for _, _, p, _ in window], [y for _, _, _, y in window])
-                             if all(y in (0, 1) for _, _, _, y in window) else None}
+            score["figures"] = {"accuracy": sum(c for c, _, _, _ in window) / len(window),
+                                "loss": sum(loss for _, loss, _, _ in window) / len(window),
+                                "auc": auc([p for _, _, p, _ in window], [y for _, _, _, y in window])
+                                if all(y in (0, 1) for _, _, _, y in window) else None}
+        score["reported"] = score["scored"]
         self._metrics.publish(force=True)
-        return json.dumps({"name": self._name, "scored": self._scored, "unmatched": self._unmatched,
-                           **{k: None if v is None else round(v, 4) for k, v in self._figures.items()}},
+        return json.dumps({"name": self._name, "scored": score["scored"], "unmatched": score["unmatched"],
+                           **{k: None if v is None else round(v, 4) for k, v in score["figures"].items()}},
                           separators=(",", ":"))
 
     def process_element(self, value, ctx):
+        score = self._state.value()
+        if score is None:
+            score = self._fresh()
+            ctx.timer_service().register_event_time_timer(self.END_OF_INPUT)
+        self._score = score
         record = json.loads(value)
         if "unmatched" in record:
-            self._unmatched += 1
+            score["unmatched"] += 1
             self._metrics.publish()
-            return
-        self._scored += 1
-        self._window.append((bool(record["correct"]), float(record["loss"]), float(record["p1"]), record["y"]))
-        if self._scored % self._every == 0:
-            yield self.report()
         else:
-            self._metrics.publish()
+            score["scored"] += 1
+            score["window"] = (score["window"] + [(bool(record["correct"]), float(record["loss"]), float(record["p1"]),
+                                                   record["y"])])[-self._size:]
+            if score["scored"] % self._every == 0:
+                yield self._report()
+            else:
+                self._metrics.publish()
+        self._state.update(score)
+
+    def on_timer(self, timestamp, ctx):
+        score = self._state.value()
+        if score is not None and score["scored"] > score["reported"]:
+            self._score = score
+            yield self._report()
+            self._state.update(score)
 
     def close(self):
         if getattr(self, "_metrics", None) is not None:
@@ -252,7 +278,7 @@ def score(predictions, records, *, window: int = 200, report_every: int = 50, re
     from pyflink.java_gateway import get_gateway
 
     from ..flink.environment import add_channel_jar
-    from ..flink.execution import keyed_co_process, process
+    from ..flink.execution import keyed_co_process, keyed_process, process
     from ..flink.loop import FeedbackLoop
     from .labels import KeyRecords, json_key
     from .serving import PREDICTION_FIELDS
@@ -286,8 +312,11 @@ def score(predictions, records, *, window: int = 200, report_every: int = 50, re
     met = keyed_co_process(keyed_predictions.connect(keyed_labels), MeetPredictions(int(retention_ms), label_field, name),
                            Types.STRING(), python_in).name(f"{name}: meet predictions and labels").uid(f"{name}-meet")
     unmatched = FeedbackLoop.side_output(met, _unmatched_tag(name))
-    windows = process(met.union(unmatched).rebalance(), WindowedScore(window, report_every, name), Types.STRING(),
-                      python_in)
+    one_type = Types.ROW([Types.INT(), Types.STRING()])
+    j_one = (met.union(unmatched)._j_data_stream.map(gateway.jvm.pyflinktensair.serving.OneKey(), one_type.get_java_type_info())
+             .name(f"{name}: one key").uid(f"{name}-one-key"))
+    keyed = KeyedStream(j_one.keyBy(selector(), Types.ROW([Types.INT()]).get_java_type_info()), Types.INT(), DataStream(j_one))
+    windows = keyed_process(keyed, WindowedScore(window, report_every, name), Types.STRING(), python_in)
     windows = windows.name(f"{name}: window").uid(f"{name}-window").set_parallelism(1)
     dead = FeedbackLoop.side_output(met, _dead_letters_tag(name)).union(
         FeedbackLoop.side_output(label_rows, _dead_letters_tag(name)))
