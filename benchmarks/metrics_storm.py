@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import List
 
 from pyflink_tensair import cluster
+from pyflink_tensair.waiting import WaitTimeout, wait_until
 
 JOB_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "metrics_storm_job.py")
 MAX_QUERY_CHARS = 3000  # Flink's REST server refuses request lines over 4,096 characters
@@ -143,17 +144,20 @@ def storm(folder: str, *, rounds: int = 1, jobs: int = 4, replicas: int = 2, bat
 
 def _final_state(url: str, job_id: str, timeout: float = 120.0) -> str:
     """The job's state once it has ended (its client has returned, so it has, or is about to)."""
-    deadline = time.time() + timeout
-    state = "UNKNOWN"
-    while time.time() < deadline:
+    last = ["UNKNOWN"]
+
+    def ended():
         try:
-            state = cluster.rest_get(f"{url}/jobs/{job_id}")["state"]
+            last[0] = cluster.rest_get(f"{url}/jobs/{job_id}")["state"]
         except (OSError, ValueError, urllib.error.HTTPError):
-            state = "UNKNOWN"
-        if state in ("FINISHED", "FAILED", "CANCELED"):
-            return state
-        time.sleep(0.5)
-    return state
+            last[0] = "UNKNOWN"
+        return last[0] in ("FINISHED", "FAILED", "CANCELED")
+
+    try:
+        wait_until(ended, timeout, interval_s=0.5, what=f"job {job_id} to end")
+    except WaitTimeout:
+        pass  # reported as the state it was last seen in
+    return last[0]
 
 
 def main(argv=None) -> int:

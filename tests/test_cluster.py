@@ -123,12 +123,14 @@ def test_replica_metrics_are_flink_metrics_in_the_rest_api_and_a_storm_of_querie
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         job_id = _job_id(result.stdout)
         seen = {}
-        deadline = time.time() + 240
-        while time.time() < deadline and cluster.rest_get(f"{url}/jobs/{job_id}")["state"] in ("CREATED", "INITIALIZING", "RUNNING"):
-            seen = _replica_metrics(url, job_id)
-            if seen.get("model_version", {}).get("max", 0) > 0 and seen.get("loss_x1e6", {}).get("max", 0) > 0:
-                break
-            time.sleep(2)
+
+        def trained_or_ended():
+            if cluster.rest_get(f"{url}/jobs/{job_id}")["state"] not in ("CREATED", "INITIALIZING", "RUNNING"):
+                return True
+            seen.update(_replica_metrics(url, job_id))
+            return seen.get("model_version", {}).get("max", 0) > 0 and seen.get("loss_x1e6", {}).get("max", 0) > 0
+
+        wait_until(trained_or_ended, 240, interval_s=2, what="the replicas' metrics to show training")
         assert seen.get("model_version", {}).get("max", 0) > 0, seen
         assert 0 < seen["loss_x1e6"]["max"] < 10 * 1e6, seen
         assert {"staleness", "batches_per_s_x1000"} <= set(seen)

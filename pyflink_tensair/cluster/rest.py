@@ -69,19 +69,24 @@ class _SavepointDeclined(RuntimeError):
 
 
 def _await_savepoint(url: str, job_id: str, trigger: dict, deadline: float) -> str:
-    while time.time() < deadline:
+    def location():
         status = rest_get(f"{url}/jobs/{job_id}/savepoints/{trigger['request-id']}")
-        if status["status"]["id"] == "COMPLETED":
-            operation = status.get("operation", {})
-            if "location" in operation:
-                return operation["location"]
-            cause = operation.get("failure-cause", {})
-            message = (cause.get("stack-trace") or cause.get("class")) if isinstance(cause, dict) else cause  # its first line says why
-            line = str(message).splitlines()[0] if message else str(operation)
-            error = _SavepointDeclined if any(d in str(message) for d in _TRANSIENT_DECLINES) else RuntimeError
-            raise error(f"the savepoint of job {job_id} failed: {line}")
-        time.sleep(0.5)
-    raise RuntimeError(f"the savepoint of job {job_id} did not complete in time")
+        if status["status"]["id"] != "COMPLETED":
+            return None
+        operation = status.get("operation", {})
+        if "location" in operation:
+            return operation["location"]
+        cause = operation.get("failure-cause", {})
+        message = (cause.get("stack-trace") or cause.get("class")) if isinstance(cause, dict) else cause  # its first line says why
+        line = str(message).splitlines()[0] if message else str(operation)
+        error = _SavepointDeclined if any(d in str(message) for d in _TRANSIENT_DECLINES) else RuntimeError
+        raise error(f"the savepoint of job {job_id} failed: {line}")
+
+    try:
+        return wait_until(location, max(0.0, deadline - time.time()), interval_s=0.5,
+                          what=f"the savepoint of job {job_id}")
+    except WaitTimeout:
+        raise RuntimeError(f"the savepoint of job {job_id} did not complete in time") from None
 
 
 def _savepoint(url: str, job_id: str, path: str, body: dict, timeout: float) -> str:

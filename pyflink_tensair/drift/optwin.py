@@ -50,6 +50,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 from scipy.special import fdtri, stdtrit
 
+from .. import validation
 from ..errors import ConfigError
 from .detector import DriftDetector, register, require_number
 
@@ -157,8 +158,7 @@ class OPTWIN(DriftDetector):
         require_number("rigor", rigor, low=0.0, low_open=True)
         require_number("noise", noise, low=0.0)
         for name, value in (("min_window", min_window), ("max_window", max_window)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < _SMALLEST:
-                raise ConfigError(f"{name} must be an int >= {_SMALLEST}. Received: {name}={value!r}")
+            validation.require_int(name, value, minimum=_SMALLEST)
         if max_window < min_window:
             raise ConfigError(f"max_window must be >= min_window. Received: min_window={min_window}, "
                               f"max_window={max_window}")

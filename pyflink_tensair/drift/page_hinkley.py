@@ -20,7 +20,7 @@ Example::
 from __future__ import annotations
 
 from .detector import DriftDetector, register, require_number
-from ..errors import ConfigError
+from .. import validation
 
 
 @register
@@ -34,8 +34,7 @@ class PageHinkley(DriftDetector):
         require_number("delta", delta, low=0.0)
         require_number("threshold", threshold, low=0.0, low_open=True)
         require_number("alpha", alpha, low=0.0, high=1.0, low_open=True)
-        if not isinstance(min_values, int) or isinstance(min_values, bool) or min_values < 1:
-            raise ConfigError(f"min_values must be an int >= 1. Received: min_values={min_values!r}")
+        validation.require_int("min_values", min_values, minimum=1)
         self.delta, self.threshold, self.alpha, self.min_values = float(delta), float(threshold), float(alpha), min_values
         self.reset()
 

@@ -17,12 +17,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from typing import Optional
 
 from ..processes import alive, command_line, terminate
 from ..errors import KafkaError
+from ..waiting import WaitTimeout, wait_until
 from .artifacts import KAFKA_VERSION, broker_libs
 
 LOCALHOST = "127.0.0.1"
@@ -152,16 +152,18 @@ def start(folder: str = DEFAULT_DIR, *, port: int = DEFAULT_PORT, controller_por
     servers = f"{LOCALHOST}:{port}"
     with open(_port_file(folder), "w") as f:
         f.write(servers)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    def up():
         if process.poll() is not None:
             os.remove(_pid_file(folder))
             raise KafkaError(f"the broker exited ({process.returncode}); see {folder}/log/broker.log and broker.out")
-        if _accepts(port) and _answers(servers):
-            return servers
-        time.sleep(0.5)
-    stop(folder)
-    raise KafkaError(f"the broker did not answer within {timeout:.0f} s; see {folder}/log/broker.log")
+        return _accepts(port) and _answers(servers)
+
+    try:
+        wait_until(up, timeout, interval_s=0.5, what="the broker")
+    except WaitTimeout:
+        stop(folder)
+        raise KafkaError(f"the broker did not answer within {timeout:.0f} s; see {folder}/log/broker.log") from None
+    return servers
 
 
 def _answers(servers: str) -> bool:

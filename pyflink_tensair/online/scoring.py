@@ -32,7 +32,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 
 from ..core.messages import DeadLetter, preview
 from ..errors import ConfigError
-from ..validation import require_number
+from ..validation import is_int, require_int, require_number
 from .labels import _key, _tag
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class MeetPredictions(KeyedCoProcessFunction):
         prediction = json.loads(prediction_text)
         try:
             label = json.loads(label_text)[self._label_field]
-            if isinstance(label, bool) or not isinstance(label, int):
+            if not is_int(label):
                 raise ValueError(f"a label is a whole number (a class), not {label!r}")
             correct, loss, p1 = score_one(prediction["prediction"], label)
         except (TypeError, ValueError, IndexError, KeyError, AttributeError) as err:
@@ -286,9 +286,8 @@ def score(predictions, records, *, window: int = 200, report_every: int = 50, re
     for stream, what in ((predictions, "predictions"), (records, "records")):
         if not isinstance(stream, DataStream):
             raise ConfigError(f"{what} must be a pyflink DataStream. Received: {type(stream).__name__}")
-    for value, what in ((window, "window"), (report_every, "report_every")):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{what} must be a whole number >= 1. Received: {what}={value!r}")
+    require_int("window", window, minimum=1)
+    require_int("report_every", report_every, minimum=1)
     require_number("retention_ms", retention_ms, above=0, unit="milliseconds")
     gateway = get_gateway()
     add_channel_jar(predictions._j_data_stream.getExecutionEnvironment())

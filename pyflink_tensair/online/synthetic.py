@@ -10,6 +10,7 @@ its key carries the moment it was made, for event-to-prediction latency.
 from __future__ import annotations
 
 from ..errors import ConfigError
+from ..validation import require_int, require_number
 
 
 def synthetic_events(env, count: int, *, features: int, rate: "float | None" = None, seed: int = 0,
@@ -33,18 +34,14 @@ def synthetic_events(env, count: int, *, features: int, rate: "float | None" = N
 
     from ..flink.environment import add_channel_jar
 
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ConfigError(f"count must be a whole number of events >= 1. Received: count={count!r}")
-    if isinstance(features, bool) or not isinstance(features, int) or features < 1:
-        raise ConfigError(f"features must be a whole number >= 1. Received: features={features!r}")
-    if rate is not None and not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0):
-        raise ConfigError(f"rate must be events per second > 0, or None for as fast as taken. Received: rate={rate!r}")
-    if per_checkpoint is not None and (rate is not None or isinstance(per_checkpoint, bool)
-                                       or not isinstance(per_checkpoint, int) or per_checkpoint < 1):
-        raise ConfigError(f"per_checkpoint must be a whole number >= 1, and rate None with it. Received: "
+    require_int("count", count, minimum=1)
+    require_int("features", features, minimum=1)
+    require_number("rate", rate, above=0, optional=True, unit="events per second")
+    require_int("per_checkpoint", per_checkpoint, minimum=1, optional=True)
+    if per_checkpoint is not None and rate is not None:
+        raise ConfigError(f"per_checkpoint paces by checkpoints, rate by the clock: give one of them. Received: "
                           f"per_checkpoint={per_checkpoint!r}, rate={rate!r}")
-    if ids_below is not None and (isinstance(ids_below, bool) or not isinstance(ids_below, int) or ids_below < 1):
-        raise ConfigError(f"ids_below must be a whole number >= 1. Received: ids_below={ids_below!r}")
+    require_int("ids_below", ids_below, minimum=1, optional=True)
     add_channel_jar(env)
     jvm = get_gateway().jvm
     limits = jvm.org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy

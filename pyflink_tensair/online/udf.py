@@ -31,6 +31,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from ..errors import ConfigError
+from ..validation import require_int
 
 UPDATE_PREFIX = "update"
 
@@ -97,8 +98,7 @@ def predict_function(model, *, features: int, updates_folder: Optional[str] = No
     from ..models.keras_adapter import check_model_argument
 
     check_model_argument(model)
-    if isinstance(features, bool) or not isinstance(features, int) or features < 1:
-        raise ConfigError(f"features must be the number of feature columns, >= 1. Received: features={features!r}")
+    require_int("features", features, minimum=1)
     if updates_folder is not None and not os.path.isdir(updates_folder):
         raise ConfigError(f"updates_folder {updates_folder!r} is not a folder (create it before the job writes to it)")
     folder = None if updates_folder is None else os.path.abspath(updates_folder)
