@@ -36,6 +36,7 @@ import uuid
 from ..config import TrainConfig
 from ..errors import ConfigError
 from . import checkpointing, routing, types
+from .colocation import chainable_upstream, co_locate
 from .environment import add_channel_jar, keep_every_sink, prepare_environment
 from .routing import DEFAULT_MAX_PARALLELISM, pinned_keys
 
@@ -43,28 +44,6 @@ from .routing import DEFAULT_MAX_PARALLELISM, pinned_keys
 # gate stops holding for it (Credit.java says why); replicas repeat their report more often (functions.py)
 CREDIT_MAX_WAIT_MS = 1000
 CREDIT_QUIET_MS = 250
-
-
-def _chainable_upstream(transformation):
-    """``transformation`` and the operators above it that may share its chain: one input each,
-    the same parallelism and slot-sharing group (a co-location group must not span two), through
-    forward partitions, up to (not across) another shuffle, and the source itself."""
-    found = [transformation]
-    while True:
-        inputs = list(transformation.getInputs())
-        if len(inputs) != 1:
-            return found
-        upstream = inputs[0]
-        if "Partition" in upstream.getClass().getSimpleName():
-            if "Forward" not in upstream.getPartitioner().getClass().getSimpleName():
-                return found
-            transformation = upstream  # virtual: walk on to the operator before it
-            continue
-        if (upstream.getParallelism() != found[-1].getParallelism()
-                or not upstream.getSlotSharingGroup().equals(found[-1].getSlotSharingGroup())):
-            return found
-        found.append(upstream)
-        transformation = upstream
 
 
 class FeedbackLoop:
@@ -135,7 +114,7 @@ class FeedbackLoop:
                                                      types.bytes_type().get_java_type_info()))
         gate = self._with_batch_parallelism(self.named(gate, "credit-gate", "hold batches while a replica is saturated"))
         gate._j_data_stream.getTransformation().setCoLocationGroupKey(key)
-        for upstream in _chainable_upstream(batches._j_data_stream.getTransformation()):
+        for upstream in chainable_upstream(batches._j_data_stream.getTransformation()):
             upstream.setCoLocationGroupKey(key)
         self._credit_open = True
         return gate
@@ -170,6 +149,14 @@ class FeedbackLoop:
         fanned = self.named(routing.to_peers(self._source, self.keys, include_sender=include_sender), "fan-out", fan_out)
         return routing.keyed_by_replica(fanned.set_parallelism(parallelism))
 
+    @property
+    def feedback_source(self):
+        """The loop's feedback source (after :meth:`keyed_feedback`): a source of the training
+        operator's pipelined region, whose checkpoint barriers come when a checkpoint is triggered."""
+        if self._source is None:
+            raise ConfigError("keyed_feedback() must be called first: the loop has no source yet")
+        return self._source
+
     def training_operator(self, stream):
         """``stream`` (the training operator's output) with the replicas' parallelism, and the
         max parallelism the pinned keys were chosen for."""
@@ -203,7 +190,7 @@ class FeedbackLoop:
         name = self.config.name
         sink = (messages.sink_to(Sink(self._channel.FeedbackSink(self.loop_id))).name(f"{name}: feedback sink")
                 .uid(f"{name}-feedback-sink").set_parallelism(parallelism))
-        co_location = f"{self.loop_id}-loop"
-        self._source._j_data_stream.getTransformation().setCoLocationGroupKey(co_location)
-        sink._j_data_stream_sink.getTransformation().setCoLocationGroupKey(co_location)
+        # the sink is chained to the operator that feeds it, whose chain decides where it runs
+        co_locate(f"{self.loop_id}-loop", self._source._j_data_stream.getTransformation(),
+                  sink._j_data_stream_sink.getTransformation())
         return sink

@@ -30,6 +30,7 @@ from . import types
 from .checkpointing import replica_operator
 from .functions import ReplicaFunction
 from .loop import FeedbackLoop
+from .relay import relay
 
 if TYPE_CHECKING:
     from pyflink.datastream import DataStream
@@ -176,6 +177,9 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
     mode_changes = loop.side_output(replicas, types.mode_changes_tag(config.name))
     dead_letters = loop.side_output(replicas, types.dead_letters_tag(config.name))
     updates = loop.side_output(replicas, types.updates_tag(config.name))
+    if config.updates is not None:  # off the barrier's path: a checkpoint must not stop the servers (relay.py)
+        updates = relay(updates, name=f"{config.name}: model updates", uid=f"{config.name}-updates-relay",
+                        beside=loop.feedback_source)
     return TrainOutput(predictions=replicas, metrics=metrics, models=models, probes=probes, loop_id=loop.loop_id,
                        model=model, mode_changes=mode_changes, dead_letters=dead_letters, updates=updates,
                        config=config)

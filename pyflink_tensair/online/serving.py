@@ -12,7 +12,9 @@ uses, with a maximum wait so that a slow stream is still answered), and the answ
 once per micro-batch too (:func:`pack_answers`), made into rows on the JVM (``UnpackAnswers``). Each server keeps a
 :class:`~.updates.ModelView`: it starts from the builder's weights (or the given ``.keras``) at
 version 0 and applies every update that reaches it; a delta it cannot place waits for the next
-snapshot. A server holds no event between two callbacks, and the grouping keeps its pending
+snapshot. ``train()`` relays its updates (:mod:`~pyflink_tensair.flink.relay`): they come from a
+source, whose checkpoint barrier comes when the checkpoint is triggered, so that a checkpoint
+does not stop the servers until the training path's backlog has passed. A server holds no event between two callbacks, and the grouping keeps its pending
 events in Flink state, so a job restored from a checkpoint loses no event and serves none twice;
 the restored trainer publishes a snapshot at once (the servers start again from version 0).
 

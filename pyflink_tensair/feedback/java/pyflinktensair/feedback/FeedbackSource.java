@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 
 import org.apache.flink.api.common.eventtime.Watermark;
+import org.apache.flink.api.common.functions.FilterFunction;
 import org.apache.flink.api.common.eventtime.WatermarkGenerator;
 import org.apache.flink.api.common.eventtime.WatermarkOutput;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
@@ -32,6 +33,9 @@ import org.apache.flink.core.io.SimpleVersionedSerializer;
  * pyflink_tensair wire format) is {@link #KIND_DONE}: the replica that feeds sink i sends that
  * marker last. Its watermark is at the end of time from the start, so the loop never holds back
  * the event time of the replicas, whose end-of-input timer is an event-time timer.
+ *
+ * <p>The head of a relay ({@link #relay}) relays every record and ends once its sink's input
+ * has ended and the channel is empty.
  */
 public final class FeedbackSource implements Source<byte[], FeedbackSource.Split, Integer> {
 
@@ -40,9 +44,20 @@ public final class FeedbackSource implements Source<byte[], FeedbackSource.Split
     static final byte KIND_DONE = 3;
 
     private final String loopId;
+    private final boolean relay;
 
     public FeedbackSource(String loopId) {
+        this(loopId, false);
+    }
+
+    private FeedbackSource(String loopId, boolean relay) {
         this.loopId = loopId;
+        this.relay = relay;
+    }
+
+    /** The head of relay {@code relayId}; its tail is {@link FeedbackSink#relay}. */
+    public static FeedbackSource relay(String relayId) {
+        return new FeedbackSource(relayId, true);
     }
 
     /** The watermark strategy to add this source with: watermarks never hold the loop back. */
@@ -57,7 +72,7 @@ public final class FeedbackSource implements Source<byte[], FeedbackSource.Split
 
     @Override
     public SourceReader<byte[], Split> createReader(SourceReaderContext context) {
-        return new Reader(loopId, context.getIndexOfSubtask(), attemptNumber(context));
+        return new Reader(loopId, context.getIndexOfSubtask(), attemptNumber(context), relay);
     }
 
     @Override
@@ -101,14 +116,17 @@ public final class FeedbackSource implements Source<byte[], FeedbackSource.Split
         private final String loopId;
         private final int subtask;
         private final int attempt;
+        private final boolean relay;
         private final FeedbackQueues.Channel channel;
         private boolean ended;
 
-        Reader(String loopId, int subtask, int attempt) {
+        Reader(String loopId, int subtask, int attempt, boolean relay) {
             this.loopId = loopId;
             this.subtask = subtask;
             this.attempt = attempt;
-            this.channel = FeedbackQueues.channel(loopId, subtask, attempt);
+            this.relay = relay;
+            this.channel = relay ? FeedbackQueues.relayChannel(loopId, subtask)
+                                 : FeedbackQueues.channel(loopId, subtask, attempt);
         }
 
         @Override
@@ -120,11 +138,18 @@ public final class FeedbackSource implements Source<byte[], FeedbackSource.Split
                 return InputStatus.END_OF_INPUT;
             }
             byte[] record = channel.poll();
+            if (record == null && relay && channel.isClosed()) {
+                record = channel.poll(); // a record put just before the close
+                if (record == null) {
+                    ended = true;
+                    return InputStatus.END_OF_INPUT;
+                }
+            }
             if (record == null) {
                 return InputStatus.NOTHING_AVAILABLE;
             }
             output.collect(record);
-            if (isDone(record)) {
+            if (!relay && isDone(record)) {
                 ended = true;
                 return InputStatus.END_OF_INPUT;
             }
@@ -149,7 +174,7 @@ public final class FeedbackSource implements Source<byte[], FeedbackSource.Split
 
         @Override
         public void close() {
-            if (ended) {
+            if (ended && !relay) { // a relay's channel stays for a sink or source that restarts
                 FeedbackQueues.release(loopId, subtask, attempt);
             }
         }
@@ -225,6 +250,20 @@ public final class FeedbackSource implements Source<byte[], FeedbackSource.Split
         @Override
         public Integer deserialize(int version, byte[] serialized) throws IOException {
             return new DataInputStream(new ByteArrayInputStream(serialized)).readInt();
+        }
+    }
+
+    /**
+     * Drops every record: the edge it makes (e.g. from this source to a relay's readers) puts
+     * two parts of a job into one pipelined region, as co-location requires, and carries only
+     * this source's checkpoint barriers, which it emits when a checkpoint is triggered.
+     */
+    public static final class Nothing implements FilterFunction<byte[]> {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public boolean filter(byte[] record) {
+            return false;
         }
     }
 
