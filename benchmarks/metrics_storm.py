@@ -144,20 +144,21 @@ def storm(folder: str, *, rounds: int = 1, jobs: int = 4, replicas: int = 2, bat
 
 def _final_state(url: str, job_id: str, timeout: float = 120.0) -> str:
     """The job's state once it has ended (its client has returned, so it has, or is about to)."""
-    last = ["UNKNOWN"]
+    state = "UNKNOWN"
 
     def ended():
+        nonlocal state
         try:
-            last[0] = cluster.rest_get(f"{url}/jobs/{job_id}")["state"]
+            state = cluster.rest_get(f"{url}/jobs/{job_id}")["state"]
         except (OSError, ValueError, urllib.error.HTTPError):
-            last[0] = "UNKNOWN"
-        return last[0] in ("FINISHED", "FAILED", "CANCELED")
+            state = "UNKNOWN"
+        return state in ("FINISHED", "FAILED", "CANCELED")
 
     try:
         wait_until(ended, timeout, interval_s=0.5, what=f"job {job_id} to end")
     except WaitTimeout:
         pass  # reported as the state it was last seen in
-    return last[0]
+    return state
 
 
 def main(argv=None) -> int:

@@ -36,7 +36,7 @@ import uuid
 from ..config import TrainConfig
 from ..errors import ConfigError
 from . import checkpointing, routing, types
-from .colocation import chainable_upstream, co_locate
+from .colocation import co_locate
 from .environment import add_channel_jar, keep_every_sink, prepare_environment
 from .routing import DEFAULT_MAX_PARALLELISM, pinned_keys
 
@@ -113,9 +113,7 @@ class FeedbackLoop:
                                                                                CREDIT_QUIET_MS),
                                                      types.bytes_type().get_java_type_info()))
         gate = self._with_batch_parallelism(self.named(gate, "credit-gate", "hold batches while a replica is saturated"))
-        gate._j_data_stream.getTransformation().setCoLocationGroupKey(key)
-        for upstream in chainable_upstream(batches._j_data_stream.getTransformation()):
-            upstream.setCoLocationGroupKey(key)
+        self._credit_key = co_locate(key, gate._j_data_stream.getTransformation())  # the gate and its chain
         self._credit_open = True
         return gate
 
@@ -130,7 +128,7 @@ class FeedbackLoop:
                 .name(f"{self.config.name}: credit receiver").uid(f"{self.config.name}-credit-receiver"))
         if self._batch_parallelism > 0:
             sink = sink.set_parallelism(self._batch_parallelism)
-        sink._j_data_stream_sink.getTransformation().setCoLocationGroupKey(f"{self.loop_id}-credit")
+        sink._j_data_stream_sink.getTransformation().setCoLocationGroupKey(self._credit_key)
         return sink
 
     def keyed_feedback(self, parallelism: int, *, include_sender: bool = False):
