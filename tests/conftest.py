@@ -26,7 +26,7 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session")
-def flink_cluster(tmp_path_factory):
+def _session_cluster(tmp_path_factory):
     """The cluster .ci/run started (TENSAIR_CLUSTER_DIR), or one of our own for this session."""
     folder = os.environ.get("TENSAIR_CLUSTER_DIR")
     if folder:
@@ -40,3 +40,14 @@ def flink_cluster(tmp_path_factory):
         yield folder
     finally:
         cluster.stop(folder)
+
+
+@pytest.fixture
+def flink_cluster(_session_cluster):
+    """The session's standalone cluster, as each test expects it: two live TaskManagers, both
+    listed by the JobManager, every slot free (a test that killed one, or a TaskManager that died
+    with a failed-over job, leaves it otherwise for a while)."""
+    from pyflink_tensair import cluster
+
+    cluster.await_ready(_session_cluster, 2)
+    return _session_cluster

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("pyflink")
 
 from pyflink_tensair import cluster, processes  # noqa: E402
-from pyflink_tensair.waiting import wait_until  # noqa: E402
+from pyflink_tensair.waiting import WaitTimeout, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -167,9 +167,15 @@ def test_both_use_case_jobs_with_flink_run_on_two_taskmanagers(flink_cluster, tm
     assert vertex["parallelism"] == 2  # where Flink places them is its choice (see the quickstart test)
 
 
-def _wait_until(what: str, condition, timeout: float = 180.0):
-    """Polls ``condition()`` (every 0.5 s) until it returns a true value, which it returns."""
-    return wait_until(condition, timeout, interval_s=0.5, what=what)
+def _wait_until(what: str, condition, timeout: float = 180.0, job: tuple = None):
+    """Polls ``condition()`` (every 0.5 s) until it returns a true value, which it returns;
+    ``job``: ``(url, job_id)`` of the job waited on, whose state the timeout's message reports."""
+    try:
+        return wait_until(condition, timeout, interval_s=0.5, what=what)
+    except WaitTimeout as timeout_error:
+        if job is None:
+            raise
+        raise WaitTimeout(f"{timeout_error}\n{cluster.job_report(*job)}") from None
 
 
 def _min_model_version(url: str, job_id: str) -> int:
@@ -179,14 +185,15 @@ def _min_model_version(url: str, job_id: str) -> int:
 def _checkpoint_after_step(url: str, job_id: str, step: int) -> None:
     """Waits until every replica reported ``step`` model versions, then until a checkpoint
     triggered after that completed: a restore from it resumes each replica at ``step`` or later."""
-    _wait_until(f"model version {step} on every replica", lambda: _min_model_version(url, job_id) >= step)
+    _wait_until(f"model version {step} on every replica", lambda: _min_model_version(url, job_id) >= step,
+                job=(url, job_id))
     seen_ms = time.time() * 1000
 
     def completed_after():
         latest = cluster.rest_get(f"{url}/jobs/{job_id}/checkpoints")["latest"]["completed"]
         return latest is not None and latest["trigger_timestamp"] > seen_ms
 
-    _wait_until(f"a checkpoint triggered after model version {step}", completed_after)
+    _wait_until(f"a checkpoint triggered after model version {step}", completed_after, job=(url, job_id))
 
 
 def _retrained_after_restores(records) -> int:
@@ -226,7 +233,6 @@ def test_a_lost_taskmanager_costs_no_batch_and_synchronous_replicas_stay_identic
         cluster.await_failover(flink_cluster, job_id)
     finally:
         runner.join(600)
-        cluster.ensure_taskmanagers(flink_cluster, 2)  # as the other tests expect it
     result = outcome["result"]
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(summary_path.read_text())
@@ -275,11 +281,13 @@ def test_stop_with_a_savepoint_then_resume_continues_the_model(flink_cluster, tm
     runner.start()
     try:
         job_id = cluster.running_job(flink_cluster)
-        _wait_until("model version 20 on every replica", lambda: _min_model_version(url, job_id) >= 20)
+        _wait_until("model version 20 on every replica", lambda: _min_model_version(url, job_id) >= 20,
+                    job=(url, job_id))
         kept = cluster.savepoint(flink_cluster, str(tmp_path / "savepoints"), job_id=job_id)  # the job runs on
         assert os.path.isfile(os.path.join(_local(kept), "_metadata")) and cluster.rest_get(f"{url}/jobs/{job_id}")["state"] == "RUNNING"
         at_savepoint = _min_model_version(url, job_id)
-        _wait_until("training after the savepoint", lambda: _min_model_version(url, job_id) > at_savepoint)
+        _wait_until("training after the savepoint", lambda: _min_model_version(url, job_id) > at_savepoint,
+                    job=(url, job_id))
         stopped_at = cluster.stop_with_savepoint(flink_cluster, str(tmp_path / "savepoints"), job_id=job_id)
     finally:
         runner.join(600)
@@ -326,7 +334,7 @@ def test_the_online_loop_across_a_lost_taskmanager_counts_what_the_data_says(fli
             path = out / "served-0.jsonl"
             return sum(1 for _ in open(path)) if path.exists() else 0
 
-        _wait_until("100 events served", lambda: served() >= 100)
+        _wait_until("100 events served", lambda: served() >= 100, job=(url, job_id))
         seen_ms = time.time() * 1000
         _wait_until("a checkpoint after them", lambda: (cluster.rest_get(f"{url}/jobs/{job_id}/checkpoints")["latest"]
                                                         ["completed"] or {}).get("trigger_timestamp", 0) > seen_ms)
@@ -337,7 +345,6 @@ def test_the_online_loop_across_a_lost_taskmanager_counts_what_the_data_says(fli
         cluster.await_failover(flink_cluster, job_id)
     finally:
         runner.join(600)
-        cluster.ensure_taskmanagers(flink_cluster, 2)  # as the other tests expect it
     result = outcome["result"]
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     s = json.loads(summary_path.read_text())

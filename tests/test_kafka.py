@@ -183,7 +183,6 @@ def test_a_lost_taskmanager_resumes_from_the_checkpointed_offsets_and_trains_eve
         cluster.await_failover(flink_cluster, job_id)
     finally:
         runner.join(600)
-        cluster.ensure_taskmanagers(flink_cluster, 2)
     result = outcome["result"]
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(summary_path.read_text())

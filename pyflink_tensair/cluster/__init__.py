@@ -21,10 +21,10 @@ _NAMES = {
     "write_config": ".configuration", "read_config": ".configuration", "rest_url": ".configuration",
     "client_environment": ".configuration", "flink_environment": ".configuration",
     "rest_get": ".rest", "rest_post": ".rest", "running_job": ".rest", "savepoint": ".rest",
-    "stop_with_savepoint": ".rest",
+    "stop_with_savepoint": ".rest", "job_report": ".rest",
     "recorded_pids": ".lifecycle", "require_running": ".lifecycle", "start": ".lifecycle", "stop": ".lifecycle",
     "taskmanager_pids": ".lifecycle", "kill_taskmanager": ".lifecycle", "add_taskmanager": ".lifecycle",
-    "ensure_taskmanagers": ".lifecycle", "await_failover": ".lifecycle", "submit": ".lifecycle",
+    "ensure_taskmanagers": ".lifecycle", "await_failover": ".lifecycle", "await_ready": ".lifecycle", "submit": ".lifecycle",
     "main": ".cli",
 }
 
@@ -32,9 +32,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
     from .cli import main
     from .configuration import (DEFAULT_DIR, LOCALHOST, client_environment, flink_environment, flink_home,
                                 read_config, rest_url, write_config)
-    from .lifecycle import (add_taskmanager, await_failover, ensure_taskmanagers, kill_taskmanager, recorded_pids,
+    from .lifecycle import (add_taskmanager, await_failover, await_ready, ensure_taskmanagers, kill_taskmanager, recorded_pids,
                             require_running, start, stop, submit, taskmanager_pids)
-    from .rest import rest_get, rest_post, running_job, savepoint, stop_with_savepoint
+    from .rest import job_report, rest_get, rest_post, running_job, savepoint, stop_with_savepoint
 
 __getattr__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

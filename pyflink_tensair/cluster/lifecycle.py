@@ -118,7 +118,8 @@ def add_taskmanager(folder: str, timeout: float = 90.0) -> int:
     def new_registered() -> Optional[int]:
         alive = taskmanager_pids(folder)
         new = set(alive) - before
-        if new and rest_get(url + "/overview").get("taskmanagers", 0) >= len(alive):
+        # equal, not at least: a killed TaskManager stays listed until its heartbeats time out
+        if new and rest_get(url + "/overview").get("taskmanagers", 0) == len(alive):
             return new.pop()
         return None
 
@@ -140,6 +141,33 @@ def ensure_taskmanagers(folder: str, count: int, timeout: float = 90.0) -> List[
     while len(taskmanager_pids(folder)) < count:
         started.append(add_taskmanager(folder, timeout))
     return started
+
+
+def await_ready(folder: str, taskmanagers: int, timeout: float = 90.0) -> None:
+    """Starts TaskManagers until ``taskmanagers`` are alive, then waits until the JobManager lists
+    exactly those and every slot is free: a job submitted next is deployed onto live TaskManagers
+    only (one killed a moment ago stays listed until its heartbeats time out) and gets every slot.
+
+    Example (what the cluster tests do before each test)::
+
+        await_ready(".flink/cluster", 2)
+    """
+    ensure_taskmanagers(folder, taskmanagers, timeout)
+    url = rest_url(folder)
+
+    def ready() -> bool:
+        overview = rest_get(url + "/overview")
+        return (overview.get("taskmanagers") == len(taskmanager_pids(folder)) == taskmanagers
+                and overview.get("slots-available") == overview.get("slots-total"))
+
+    try:
+        wait_until(ready, timeout, interval_s=0.5, what="every TaskManager registered and every slot free")
+    except WaitTimeout:
+        overview = rest_get(url + "/overview")
+        raise ClusterError(f"the cluster in {folder} is not ready after {timeout:.0f} s: "
+                           f"{overview.get('taskmanagers')} TaskManagers listed, {len(taskmanager_pids(folder))} alive, "
+                           f"{overview.get('slots-available')} of {overview.get('slots-total')} slots free, "
+                           f"{overview.get('jobs-running')} jobs running") from None
 
 
 def await_failover(folder: str, job_id: str, taskmanagers: int = 2, timeout: float = 180.0) -> None:

@@ -44,6 +44,27 @@ def the_running_job(folder: str) -> str:
     return running[0]
 
 
+def job_report(url: str, job_id: str) -> str:
+    """What a job is doing, in a few lines: its state, each task's state per subtask, the
+    TaskManagers with their free slots and the job's latest exception (for an error message when
+    a job makes no progress)."""
+    lines = []
+    try:
+        job = rest_get(f"{url}/jobs/{job_id}")
+        lines.append(f"job {job_id}: {job['state']}")
+        for vertex in job["vertices"]:
+            counts = {state: n for state, n in vertex.get("tasks", {}).items() if n}
+            lines.append(f"  {vertex['name'][:70]}: {vertex['status']} {counts}")
+        for tm in rest_get(f"{url}/taskmanagers")["taskmanagers"]:
+            lines.append(f"  TaskManager {tm['id']}: {tm['freeSlots']} of {tm['slotsNumber']} slots free")
+        root = rest_get(f"{url}/jobs/{job_id}/exceptions").get("exceptionHistory", {}).get("entries", [])
+        if root:
+            lines.append("  latest exception: " + " | ".join(root[0].get("stacktrace", "").splitlines()[:3]))
+    except (OSError, ValueError, KeyError) as err:
+        lines.append(f"  (REST API of {url} did not answer: {err})")
+    return "\n".join(lines)
+
+
 def running_job(folder: str, timeout: float = 180.0) -> str:
     """The id of a job running on the cluster, once one is (e.g. one submitted by another thread)."""
     url = rest_url(folder)
