@@ -245,7 +245,8 @@ def test_to_batches_groups_single_records_into_mini_batches(tmp_path):
 
 @pytest.mark.parametrize("python_in", ["processes", "client", "processes"])
 def test_python_in_client_runs_python_functions_in_the_client_and_the_others_do_not(tmp_path, python_in):
-    """PyFlink picks loopback when the environment is created; train() must still get its way."""
+    """PyFlink picks loopback when an environment is created (each time one is made around the job);
+    train() must still get its way."""
     import glob
     import json
     import os
@@ -264,6 +265,7 @@ def test_python_in_client_runs_python_functions_in_the_client_and_the_others_do_
     pids = numbers.map(worker_pid, output_type=Types.LONG()).map(json.dumps, output_type=Types.STRING())
     write_json_lines(pids, str(tmp_path), "pids", name="pids")
     prepare_environment(env, TrainConfig(python_in=python_in))
+    StreamExecutionEnvironment(env._j_stream_execution_environment)  # made later, as train()'s relay does
     env.execute("worker pids")
     seen = {json.loads(line) for path in glob.glob(str(tmp_path / "pids-*.jsonl")) for line in open(path)}
     if python_in == "client":

@@ -70,8 +70,11 @@ def prepare_environment(env, config: TrainConfig) -> None:
     # otherwise; a cluster always uses worker processes. PyFlink decides when an environment is
     # created, usually before train() is called: it starts a loopback server and records its
     # address in the configuration. Process mode must drop that address, or every Python operator
-    # still runs as a thread of the client, all of them sharing its GIL.
+    # still runs as a thread of the client, all of them sharing its GIL. Every PyFlink environment
+    # made later around the same job (``StreamExecutionEnvironment(j_env)``, as the relay and users'
+    # code do) would set it again, unless PyFlink's own switch says process.
     if config.python_in is not PythonIn.CLIENT:
+        os.environ[_WORKER_MODE_VARIABLE] = "process"
         conf.remove_config(_LOOPBACK_ADDRESS)
     elif local and not conf.contains_key(_LOOPBACK_ADDRESS):
         os.environ[_WORKER_MODE_VARIABLE] = "loopback"
