@@ -99,7 +99,7 @@ def timed_source(env, stream: ClickStream, kind: str, count: int, ready: tuple, 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=flags.at_least(1, name="events"), default=6000,
-                        help="events in the generated stream (default 6000: 8-9 minutes on two cores)")
+                        help="events in the generated stream (default 6000: about 2 minutes on two cores)")
     parser.add_argument("--events-per-s", type=flags.greater_than(0, "events_per_s"), default=100.0,
                         help="events per second of wall time (default 100)")
     parser.add_argument("--compression", type=flags.greater_than(0, "compression"), default=60.0,
@@ -112,9 +112,10 @@ def parse_args(argv):
                         help="events per micro-batch of the servers at most (default 16)")
     parser.add_argument("--serve-max-wait-ms", type=flags.greater_than(0, "serve_max_wait_ms"), default=20.0,
                         help="the longest an event waits for its micro-batch (default 20)")
-    parser.add_argument("--online-python-in", choices=("jvm", "processes"), default="processes",
-                        help="where the servers' and the label join's Python runs (default processes: on a local "
-                             "mini-cluster every Python inside the one JVM shares one interpreter lock)")
+    parser.add_argument("--online-python-in", choices=("jvm", "processes"), default="jvm",
+                        help="where the servers', the label join's and the scorers' Python runs (default jvm: in "
+                             "worker processes each record crosses into Python in a bundle of its own, and the join "
+                             "fell minutes behind the stream on two cores; docs/measurements.md, 2026-12-05)")
     parser.add_argument("--online-score-window", type=flags.at_least(1, name="online_score_window"), default=200,
                         help="labelled events in the in-job windows of served and frozen accuracy (default 200)")
     parser.add_argument("--warmup-s", type=flags.at_least(0, float, "warmup_s"), default=15.0,
