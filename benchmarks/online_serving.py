@@ -2,11 +2,13 @@
 ``predict_on_batch`` loop, freshness of the served model, event-to-prediction latency.
 
     python -m benchmarks.online_serving                 # 3 repeats of each run, medians and spread
-    python -m benchmarks.online_serving --repeats 1 --events 5000
+    python -m benchmarks.online_serving --repeats 1 --events 50000
 
 Runs, each in its own process and local mini-cluster (one server, micro-batches of 64, the
 quickstart classifier):
 - ``plain``: the same events parsed, stacked and answered by ``model.predict_on_batch`` in a loop.
+- ``plain_compiled``: the same loop answered by the model's forward pass traced once
+  (``KerasModelAdapter.predict_function``, what the servers call): the leaner ceiling.
 - ``serve``: ``serve`` of a frozen model over events from a collection, as fast as it takes them;
   events/s from the first to the last answer (the job's start-up left out). The predictions are
   written to a file on the JVM (``write_json_lines``), as a job would hand them to Kafka: no
@@ -56,19 +58,20 @@ def _event(i: int) -> str:
     return '{"id":"%d:%d","x":[%s]}' % (i, 1764000000000 + i, ",".join("%.4f" % v for v in x))
 
 
-def run_plain(events: int) -> dict:
+def run_plain(events: int, compiled: bool = False) -> dict:
     from pyflink_tensair.models import zoo
-    from pyflink_tensair.models.keras_adapter import configure_tensorflow_threads
+    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads
     from pyflink_tensair.online.serving import json_event
 
     configure_tensorflow_threads(1, None)
     model = zoo.quickstart_classifier(features=FEATURES, classes=CLASSES)
+    predict = KerasModelAdapter(model).predict_function() if compiled else model.predict_on_batch
     texts = [_event(i) for i in range(events)]
-    model.predict_on_batch(np.zeros((BATCH, FEATURES), np.float32))  # traced before the clock starts
+    predict(np.zeros((BATCH, FEATURES), np.float32))  # traced before the clock starts
     began, cpu = time.perf_counter(), _cpu_s()
     for start in range(0, events, BATCH):
         parsed = [json_event(t) for t in texts[start:start + BATCH]]
-        model.predict_on_batch(np.stack([np.asarray(x, np.float32) for _, x in parsed]))
+        predict(np.stack([np.asarray(x, np.float32) for _, x in parsed]))
     return {"events_per_s": events / (time.perf_counter() - began), "events_per_cpu_s": events / (_cpu_s() - cpu)}
 
 
@@ -251,8 +254,8 @@ def versions_behind(steps, answers) -> np.ndarray:
 
 
 def _one(args) -> dict:
-    if args.one == "plain":
-        return run_plain(args.events)
+    if args.one in ("plain", "plain_compiled"):
+        return run_plain(args.events, compiled=args.one == "plain_compiled")
     if args.one == "udf":
         return run_udf(args.paced_rate or 1000.0, args.paced_s + args.settle_s + 40.0, args.settle_s)
     if args.one == "fresh_sparse" and args.paced_rate is None:
@@ -284,7 +287,9 @@ def _run_one(command, env) -> "str | None":
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.online_serving", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=100_000, help="events of the throughput runs (default 100000)")
+    # a million: with 100,000 the steady part lasted 2 s, in the JIT compilers' warm-up (serve/plain
+    # 0.78 against 0.98 with a million, docs/measurements.md 2026-12-06)
+    parser.add_argument("--events", type=int, default=1_000_000, help="events of the throughput runs (default 1000000)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--paced-rate", type=float, default=None,
                         help="events/s of the freshness run (default: half the rate serve_training sustained "
@@ -292,8 +297,8 @@ def main(argv=None) -> int:
     parser.add_argument("--paced-s", type=float, default=30.0, help="seconds of paced events (default 30)")
     parser.add_argument("--settle-s", type=float, default=10.0, help="answers left out at the start (default 10 s)")
     parser.add_argument("--python-in", choices=("jvm", "processes"), default="jvm")
-    parser.add_argument("--runs", default="plain,serve,serve_training,fresh",
-                        help="of plain, serve, serve_training, fresh, fresh_sparse (embedding deltas, "
+    parser.add_argument("--runs", default="plain,plain_compiled,serve,serve_training,fresh",
+                        help="of plain, plain_compiled, serve, serve_training, fresh, fresh_sparse (embedding deltas, "
                              "--paced-rate default 2000), udf (the SQL function's freshness, --paced-rate "
                              "rows/s, default 1000)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
@@ -336,10 +341,12 @@ def main(argv=None) -> int:
 
     summary = {f"{kind}.{key}": median(kind, key) for kind in results for key in results[kind][0] if key != "events"}
     for kind in ("serve", "serve_training"):
-        for key, label in (("events_per_s", ""), ("events_per_cpu_s", " per core")):
-            ratios = [s[key] / p[key] for s, p in zip(results.get(kind, []), results.get("plain", []))]
-            if ratios:
-                summary[f"{kind}/plain{label}"] = (float(np.median(ratios)), float(min(ratios)), float(max(ratios)))
+        for plain in ("plain", "plain_compiled"):
+            for key, label in (("events_per_s", ""), ("events_per_cpu_s", " per core")):
+                ratios = [s[key] / p[key] for s, p in zip(results.get(kind, []), results.get(plain, []))]
+                if ratios:
+                    summary[f"{kind}/{plain}{label}"] = (float(np.median(ratios)), float(min(ratios)),
+                                                         float(max(ratios)))
     print(json.dumps(summary, indent=1))
     return 0
 

@@ -32,28 +32,44 @@ def test_the_guides_serving_snippet_runs_and_serves_newer_versions_as_training_g
     assert int(found.group(1)) == 360 and int(found.group(2)) >= 2  # an event per trained batch, once; updates applied
 
 
-def test_serve_in_processes_answers_good_events_and_sets_bad_ones_aside(tmp_path):
+def test_serve_in_processes_answers_good_events_and_sets_bad_ones_aside_parsed_on_the_jvm_or_in_python(tmp_path):
+    import functools
+
     from pyflink.common import Types
     from pyflink.datastream import StreamExecutionEnvironment
 
-    from pyflink_tensair import DeadLetter, ServeConfig, serve
+    from pyflink_tensair import DeadLetter, ServeConfig, json_event, serve
     from pyflink_tensair.flink.sinks import write_json_lines
     from pyflink_tensair.models import zoo
 
     env = StreamExecutionEnvironment.get_execution_environment()
-    good = [json.dumps({"id": f"e{i}", "x": [float(i)] * 20}) for i in range(50)]
-    bad = ["not json", json.dumps({"id": "short", "x": [1.0, 2.0]}), json.dumps({"x": [0.0] * 20})]
+    good = [json.dumps({"id": f"e{i}", "x": [float(i) / 7] * 20}) for i in range(50)]
+    good += [json.dumps({"id": 7, "x": [1] * 20, "t": {"a": [1]}}), '{"x": [0.5], "id": "d", "x": [%s]}' % ",".join(["0.25"] * 20)]
+    bad = ["not json", json.dumps({"id": "short", "x": [1.0, 2.0]}), json.dumps({"x": [0.0] * 20}), "[1, 2]",
+           json.dumps({"id": "big", "x": [1e39] * 20}), json.dumps({"id": "text", "x": ["a"] * 20}),
+           json.dumps({"id": "ragged", "x": [[1.0]] + [2.0] * 19}), json.dumps({"id": "e", "x": [0.0] * 20}) + " 1",
+           json.dumps({"id": 1.5, "x": [0.0] * 20})]
     events = env.from_collection(good[:25] + bad + good[25:], type_info=Types.STRING())
-    served = serve(events, None, model=zoo.quickstart_classifier,
-                   config=ServeConfig(parallelism=2, batch_size=8, python_in="processes"))
-    write_json_lines(served.dead_letters, str(tmp_path), "dead").set_parallelism(1)
-    with served.predictions.execute_and_collect() as rows:
-        rows = list(rows)
-    assert sorted(r.key for r in rows) == sorted(f"e{i}" for i in range(50))
-    assert all(len(r.prediction) == 4 and r.model_version == 0 and r.model_age_ms == -1 for r in rows)
-    letters = [DeadLetter.from_json(line) for name in os.listdir(tmp_path) for line in open(tmp_path / name)]
-    assert sorted(letter.reason for letter in letters) == ["not_a_record"] * 3
-    assert any("shape" in letter.detail for letter in letters)
+    rows, letters = {}, {}
+    for name, parse in (("jvm", json_event), ("python", functools.partial(json_event))):  # only the default parses on the JVM
+        served = serve(events, None, model=zoo.quickstart_classifier, parse=parse,
+                       config=ServeConfig(parallelism=2, batch_size=8, python_in="processes", name=name))
+        write_json_lines(served.dead_letters, str(tmp_path), f"dead-{name}").set_parallelism(1)
+        write_json_lines(served.predictions, str(tmp_path), f"rows-{name}").set_parallelism(1)
+    env.execute("serve, two parsers")
+    for name in ("jvm", "python"):
+        rows[name] = {r["key"]: r for r in map(json.loads, open(tmp_path / f"rows-{name}-0.jsonl"))}
+        letters[name] = [DeadLetter.from_json(line) for line in open(tmp_path / f"dead-{name}-0.jsonl")]
+    assert sorted(rows["jvm"]) == sorted([f"e{i}" for i in range(50)] + ["7", "d"])
+    assert all(len(r["prediction"]) == 4 and r["model_version"] == 0 and r["model_age_ms"] == -1 for r in rows["jvm"].values())
+    for key, row in rows["jvm"].items():  # the same features either way: the same answers
+        assert row["prediction"] == pytest.approx(rows["python"][key]["prediction"], abs=1e-6)
+    assert sorted(letter.reason for letter in letters["jvm"]) == ["not_a_record"] * len(bad)
+    details = " ".join(letter.detail for letter in letters["jvm"])
+    for expected in ("shape (2,)", "not finite", "numbers", "rectangular", "more after", "'id' and 'x'", "not JSON",
+                     "'id' is a string or an integer"):
+        assert expected in details
+    assert sorted(rows["python"]) == sorted(rows["jvm"]) and len(letters["python"]) == len(bad)
 
 
 def test_score_meets_each_prediction_with_its_label_and_reports_the_window(tmp_path):

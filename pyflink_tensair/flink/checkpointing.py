@@ -175,14 +175,14 @@ def replica_operator(connected, function, output_type, keys, python_in=PythonIn.
 
     from .environment import add_channel_jar
     from .execution import in_jvm, keyed_co_process
-    from .routing import _java_keys
+    from .routing import java_ints
 
     add_channel_jar(connected.stream1._j_data_stream.getExecutionEnvironment())
     operators = get_gateway().jvm.pyflinktensair.checkpoint
     thread = in_jvm(python_in)
     return keyed_co_process(connected, function, output_type, python_in,
                             operators.EmbeddedReplicaOperator if thread else operators.ReplicaOperator,
-                            (_java_keys(keys), wire.encode_marker(wire.KIND_SNAPSHOT), wire.encode_marker(wire.KIND_OPEN)))
+                            (java_ints(keys), wire.encode_marker(wire.KIND_SNAPSHOT), wire.encode_marker(wire.KIND_OPEN)))
 
 
 def configure(env, config) -> None:

@@ -60,13 +60,14 @@ def keyed_by_replica(stream):
     return KeyedStream(j_keyed, types.bytes_type(), stream)
 
 
-def _java_keys(keys: List[int]):
+def java_ints(values: List[int]):
+    """A Java ``int[]`` of ``values``."""
     from pyflink.java_gateway import get_gateway
 
     gateway = get_gateway()
-    array = gateway.new_array(gateway.jvm.int, len(keys))
-    for i, key in enumerate(keys):
-        array[i] = key
+    array = gateway.new_array(gateway.jvm.int, len(values))
+    for i, value in enumerate(values):
+        array[i] = value
     return array
 
 
@@ -79,7 +80,7 @@ def round_robin(batches, keys: List[int]):
 
     from . import types
 
-    dealer = get_gateway().jvm.pyflinktensair.feedback.Keying.RoundRobin(_java_keys(keys))
+    dealer = get_gateway().jvm.pyflinktensair.feedback.Keying.RoundRobin(java_ints(keys))
     return DataStream(batches._j_data_stream.map(dealer, types.keyed_bytes_type().get_java_type_info()))
 
 
@@ -93,7 +94,7 @@ def to_peers(messages, keys: List[int], *, include_sender: bool = False):
     from . import types
 
     keying = get_gateway().jvm.pyflinktensair.feedback.Keying
-    fan_out = (keying.ToAll if include_sender else keying.ToPeers)(_java_keys(keys))
+    fan_out = (keying.ToAll if include_sender else keying.ToPeers)(java_ints(keys))
     return DataStream(messages._j_data_stream.flatMap(fan_out, types.keyed_bytes_type().get_java_type_info()))
 
 

@@ -265,6 +265,32 @@ class KerasModelAdapter:
                    and outputs[0].shape[-1] else None)
         return BatchSpec(inputs=inputs, integer_inputs=integer, classes=classes)
 
+    def predict_function(self) -> Callable[[np.ndarray], np.ndarray]:
+        """``features -> the model's output`` as a NumPy array, what ``predict_on_batch`` returns.
+        For a model of one unnamed input of known shape and one output, its forward pass
+        (``training=False``) is traced once for micro-batches of any size and called directly:
+        Keras's ``predict_on_batch`` spends about 0.2 ms a call matching its arguments to a
+        trace (0.52 against 0.33 ms for 64 events of the quickstart classifier,
+        docs/measurements.md). Other models go through ``predict_on_batch``.
+
+            >>> import keras
+            >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+            >>> model.compile(optimizer="sgd", loss="mse")
+            >>> x = np.ones((4, 3), np.float32)
+            >>> np.allclose(KerasModelAdapter(model).predict_function()(x), model.predict_on_batch(x))
+            True
+        """
+        model = self.model
+        inputs, outputs = getattr(model, "inputs", None) or [], getattr(model, "outputs", None) or []
+        named = isinstance(getattr(model, "_inputs_struct", None), dict)
+        if named or len(inputs) != 1 or len(outputs) != 1 or any(n is None for n in inputs[0].shape[1:]):
+            return lambda x: np.asarray(model.predict_on_batch(x))
+        dtype = inputs[0].dtype
+        spec = tf.TensorSpec([None, *inputs[0].shape[1:]], tf.float32)
+        forward = tf.function(lambda x: model(tf.cast(x, dtype), training=False),
+                              input_signature=[spec]).get_concrete_function()
+        return lambda x: forward(tf.constant(x, tf.float32)).numpy()
+
     def evaluate(self, batch: Batch) -> StepResult:
         with _refusals():
             loss, y_pred, acc = self._eval_fn(*self._inputs(batch))

@@ -48,7 +48,9 @@ PREDICTION_FIELDS = ["key", "prediction", "model_version", "model_age_ms", "serv
 
 def json_event(text: str) -> Tuple[str, object]:
     """``(key, features)`` of one event's JSON text, ``{"id": ..., "x": [...]}`` (more fields
-    may follow); raises ``ValueError`` or ``KeyError`` on anything else (a dead letter).
+    may follow): the id a string or an integer, ``x`` numbers (nested lists for an input of more
+    than one dimension); raises ``ValueError`` or ``KeyError`` on anything else (a dead letter).
+    ``serve`` reads this format on the JVM (``JsonEvents``), to the same keys and features.
 
         >>> json_event('{"id": 7, "x": [0.5, 1.0], "t": 12}')
         ('7', [0.5, 1.0])
@@ -56,7 +58,10 @@ def json_event(text: str) -> Tuple[str, object]:
     event = json.loads(text)
     if not isinstance(event, dict):
         raise ValueError(f"an event is a JSON object with 'id' and 'x', not a JSON {type(event).__name__}")
-    return str(event["id"]), event["x"]
+    key = event["id"]
+    if not isinstance(key, (str, int)) or isinstance(key, bool):
+        raise ValueError("an event's 'id' is a string or an integer")
+    return str(key), event["x"]
 
 
 def prediction_type():
@@ -80,9 +85,63 @@ def pack_answers(keys, predictions, version: int, age_ms: int, served_at_ms: int
         91
     """
     encoded = list(keys)
-    values = np.ascontiguousarray(predictions, "<f8").reshape(len(encoded), -1)
-    return b"".join([_ANSWERS_HEADER.pack(len(encoded), values.shape[1], version, age_ms, served_at_ms),
-                     np.fromiter(map(len, encoded), "<i4", len(encoded)).tobytes(), *encoded, values.tobytes()])
+    return _pack_answers(len(encoded), _key_section(encoded), predictions, version, age_ms, served_at_ms)
+
+
+def _key_section(keys) -> bytes:
+    """The keys (UTF-8 ``bytes``) as ``UnpackAnswers`` reads them: their lengths, then the keys."""
+    return np.fromiter(map(len, keys), "<i4", len(keys)).tobytes() + b"".join(keys)
+
+
+def _pack_answers(n: int, key_section, predictions, version: int, age_ms: int, served_at_ms: int) -> bytes:
+    """:func:`pack_answers` of keys already laid out as ``n`` lengths then the bytes (``key_section``)."""
+    values = np.ascontiguousarray(predictions, "<f8").reshape(n, -1)
+    return b"".join([_ANSWERS_HEADER.pack(n, values.shape[1], version, age_ms, served_at_ms), key_section,
+                     values.tobytes()])
+
+
+def unpack_events(data):
+    """``(events before the chunk, n, key_section, features, bad)`` of a chunk parsed on the JVM
+    (``JsonEvents``): ``key_section`` is the ``n`` good events' key lengths and keys as
+    :func:`pack_answers` lays them out, ``features`` a float32 array of ``n`` events, ``bad``
+    ``[(index in the chunk, reason, text)]`` of the events set aside.
+
+        >>> import struct
+        >>> data = struct.pack("<qiii i", 5, 1, 1, 1, 2) + struct.pack("<i", 1) + b"k" + np.float32([1, 2]).tobytes()
+        >>> data += struct.pack("<ii", 1, 3) + b"bad" + struct.pack("<i", 2) + b"{}"
+        >>> before, n, keys, features, bad = unpack_events(data)
+        >>> before, n, keys, features.tolist(), bad
+        (5, 1, b'\\x01\\x00\\x00\\x00k', [[1.0, 2.0]], [(1, 'bad', '{}')])
+    """
+    view = memoryview(data)
+    before, n, n_bad, rank = struct.unpack_from("<qiii", view, 0)
+    at = 20
+    shape = struct.unpack_from(f"<{rank}i", view, at)
+    at += 4 * rank
+    lengths = np.frombuffer(view, "<i4", n, at)
+    keys_end = at + 4 * n + int(lengths.sum())
+    key_section = bytes(view[at:keys_end])
+    width = int(np.prod(shape, dtype=np.int64))
+    features = np.frombuffer(view, "<f4", n * width, keys_end).reshape((n,) + tuple(shape))
+    at = keys_end + 4 * n * width
+    bad = []
+    for _ in range(n_bad):
+        index, size = struct.unpack_from("<ii", view, at)
+        reason = bytes(view[at + 8:at + 8 + size]).decode("utf-8")
+        at += 8 + size
+        (size,) = struct.unpack_from("<i", view, at)
+        bad.append((index, reason, bytes(view[at + 4:at + 4 + size]).decode("utf-8", "replace")))
+        at += 4 + size
+    return before, n, key_section, features, bad
+
+
+def _input_shape(keras_model):
+    """The features' shape of one event for a model of one input whose shape is fully known, else ``None``."""
+    from ..models.keras_adapter import KerasModelAdapter
+
+    inputs = KerasModelAdapter(keras_model).batch_spec().inputs
+    shape = next(iter(inputs.values())) if len(inputs) == 1 else None
+    return tuple(shape) if shape is not None and all(isinstance(n, int) for n in shape) else None
 
 
 def _freshness_tag(name: str) -> OutputTag:
@@ -130,15 +189,16 @@ class _Server:
         self._index = subtask_index(runtime_context)
         keras_model = load_model(self._model, seed=self._config.seed)
         self._adapter = KerasModelAdapter(keras_model)
-        self._predict = keras_model.predict_on_batch
-        inputs = self._adapter.batch_spec().inputs
-        shape = next(iter(inputs.values())) if len(inputs) == 1 else None
-        self._shape = tuple(shape) if shape is not None and all(isinstance(n, int) for n in shape) else None
+        self._predict = self._adapter.predict_function()
+        self._shape = _input_shape(keras_model)
         self._view = ModelView(self._adapter)
         self._freshness_tag = _freshness_tag(self._config.name)
         self._dead_letters_tag = _dead_letters_tag(self._config.name)
 
     def _answer(self, chunk):
+        if isinstance(chunk, (bytes, bytearray)):  # parsed on the JVM (JsonEvents)
+            yield from self._answer_parsed(chunk)
+            return
         before, texts = int(chunk[1]), chunk[2:]
         try:  # every event parses: the common case, in one pass
             keys, xs = map(list, zip(*[self._parse(text) for text in texts]))
@@ -164,7 +224,18 @@ class _Server:
             keys = [key for j, key in enumerate(keys) if j not in dropped]
         if not keys:
             return
-        y = np.asarray(self._predict(features), np.float64).reshape(len(keys), -1)
+        yield from self._predictions(len(keys), _key_section(keys), features)
+
+    def _answer_parsed(self, data):
+        before, n, key_section, features, bad = unpack_events(data)
+        for index, reason, text in bad:
+            yield self._dead_letters_tag, DeadLetter("not_a_record", reason[:300], "event", "serve", before + index,
+                                                     preview(text)).to_json()
+        if n:
+            yield from self._predictions(n, key_section, features)
+
+    def _predictions(self, n: int, key_section: bytes, features):
+        y = np.asarray(self._predict(features), np.float64).reshape(n, -1)
         now_ms = time.time() * 1000.0
         age = self._view.age_ms(now_ms)
         served_steps = self._view.served(now_ms)
@@ -173,7 +244,8 @@ class _Server:
                 "server": self._index, "version": self._view.version, "served_at_ms": now_ms,
                 "freshness_ms": [round(float(f), 3) for f in served_steps[:, 1]],
                 "step_versions": [int(v) for v in served_steps[:, 0]]}, separators=(",", ":"))
-        yield pack_answers(keys, y, int(self._view.version), -1 if age is None else int(round(age)), int(now_ms))
+        yield _pack_answers(n, key_section, y, int(self._view.version), -1 if age is None else int(round(age)),
+                            int(now_ms))
 
     def _features(self, xs):
         """``(features stacked, [(index, error) of each event set aside])``: in one step when
@@ -266,7 +338,10 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
         model: what ``train`` got: a builder of a compiled ``keras.Model`` (importable by the
             workers) or the path of a saved ``.keras``; the servers start from it.
         config: :class:`~pyflink_tensair.ServeConfig` (parallelism, micro-batches, where Python runs).
-        check_model: build the model once here, so a broken builder fails before the job starts.
+        check_model: build the model once here, so a broken builder fails before the job starts;
+            with the default ``parse`` and a model of one input of known shape, the events are
+            then parsed on the JVM (``JsonEvents``: an ``"id"`` that is a string or an integer,
+            an ``"x"`` of numbers), not in the servers.
 
     Returns:
         :class:`ServeOutput`: predictions (a Row per event), freshness, dead letters.
@@ -283,6 +358,7 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
     from ..flink.environment import add_channel_jar, keep_every_sink, use_this_interpreter
     from ..flink.execution import co_process, process
     from ..flink.loop import FeedbackLoop
+    from ..flink.routing import java_ints
     from ..models.keras_adapter import check_model_argument, load_model
 
     if not isinstance(events, DataStream):
@@ -295,8 +371,7 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
     if updates is not None and not isinstance(updates, DataStream):
         raise ConfigError(f"updates must be a TrainOutput, its updates stream or None. Received: {type(updates).__name__}")
     check_model_argument(model)
-    if check_model:
-        load_model(model, seed=config.seed)
+    shape = _input_shape(load_model(model, seed=config.seed)) if check_model else None
     j_env = events._j_data_stream.getExecutionEnvironment()
     add_channel_jar(j_env)
     use_this_interpreter(j_env)
@@ -307,6 +382,10 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
     chunks = DataStream(events.rebalance()._j_data_stream.transform("chunks", chunk_type.get_java_type_info(), chunker))
     chunks = chunks.name(f"{name}: group events on the JVM").uid(f"{name}-chunks").set_parallelism(p)
     answers = Types.PRIMITIVE_ARRAY(Types.BYTE())
+    if parse is json_event and shape is not None:  # the default format, parsed on the JVM
+        parsed = chunks._j_data_stream.transform("parse events", answers.get_java_type_info(),
+                                                 get_gateway().jvm.pyflinktensair.serving.JsonEvents(java_ints(shape)))
+        chunks = DataStream(parsed).name(f"{name}: parse events on the JVM").uid(f"{name}-parse").set_parallelism(p)
     if updates is None:
         served = process(chunks, FrozenServer(model, parse, config), answers, config.python_in)
     else:

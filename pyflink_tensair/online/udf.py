@@ -1,8 +1,8 @@
 """The model as a vectorized SQL function: ``SELECT id, tensair_predict(f1, f2) FROM events``.
 
 PyFlink's pandas UDFs take a batch of rows as Arrow record batches (pandas Series per column), so
-one ``predict_on_batch`` answers the batch. The function holds the model in each Python worker and
-follows a training job's model updates through a folder: the training job writes
+one call of the model's compiled forward pass answers the batch. The function holds the model in
+each Python worker and follows a training job's model updates through a folder: the training job writes
 ``TrainOutput.updates`` there with ``write_records(out.updates, folder, "update")`` (one file per
 update, renamed into place when complete); the function looks for new files at most every
 ``poll_ms`` and applies them in the order they were written (a
@@ -110,8 +110,9 @@ def predict_function(model, *, features: int, updates_folder: Optional[str] = No
 
             configure_tensorflow_threads(1, None)
             keras_model = load_model(model, seed=seed)
-            self._predict = keras_model.predict_on_batch
-            self._view = ModelView(KerasModelAdapter(keras_model))
+            adapter = KerasModelAdapter(keras_model)
+            self._predict = adapter.predict_function()
+            self._view = ModelView(adapter)
             self._follower = None if folder is None else UpdatesFollower(self._view, folder, poll_ms)
             group = function_context.get_metric_group().add_group("tensair")
             group.gauge("model_version", lambda: int(self._view.version))
