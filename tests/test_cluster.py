@@ -309,6 +309,12 @@ def test_stop_with_a_savepoint_then_resume_continues_the_model(flink_cluster, tm
     assert summary["finished_replicas"] == [0, 1] and summary["model_versions"] == [batches // 2] * 2
     assert summary["replica_max_weight_diff"] == 0.0
 
+    # another replica count is refused at once, with the reason (it would train from the starting weights)
+    rescaled = cluster.submit(flink_cluster, [QUICKSTART, "--replicas", "3"] + common[3:] + ["--outdir", str(tmp_path / "third")],
+                              savepoint=kept, timeout=600)
+    assert rescaled.returncode != 0
+    assert "holds 2 replicas and the job asks for 3" in rescaled.stdout + rescaled.stderr, rescaled.stderr[-3000:]
+
 
 def test_the_online_loop_across_a_lost_taskmanager_counts_what_the_data_says(flink_cluster, tmp_path):
     """jobs/online_loop.py with a TaskManager killed mid-stream: after the restore, its files hold

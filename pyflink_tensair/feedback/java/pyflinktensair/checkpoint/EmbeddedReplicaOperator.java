@@ -2,6 +2,7 @@ package pyflinktensair.checkpoint;
 
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.runtime.state.StateInitializationContext;
 import org.apache.flink.streaming.api.functions.python.DataStreamPythonFunctionInfo;
 import org.apache.flink.streaming.api.operators.python.embedded.AbstractEmbeddedDataStreamPythonFunctionOperator;
 import org.apache.flink.streaming.api.operators.python.embedded.EmbeddedPythonKeyedCoProcessOperator;
@@ -49,6 +50,12 @@ public class EmbeddedReplicaOperator<K> extends EmbeddedPythonKeyedCoProcessOper
             throw explained(e);
         }
         hooks.opened(getMetricGroup(), subtask(), this::takeMarker);
+    }
+
+    @Override
+    public void initializeState(StateInitializationContext context) throws Exception {
+        super.initializeState(context);
+        hooks.checkReplicaCount(context);
     }
 
     @Override

@@ -1,11 +1,16 @@
 package pyflinktensair.checkpoint;
 
+import org.apache.flink.api.common.state.ListState;
+import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.metrics.Gauge;
 import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.runtime.execution.SuppressRestartsException;
+import org.apache.flink.runtime.state.StateInitializationContext;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 import org.apache.flink.types.Row;
 
 import java.io.Serializable;
+import java.util.Collections;
 
 /**
  * What both replica operators (process mode, {@link ReplicaOperator}; thread mode, {@link
@@ -36,6 +41,29 @@ final class ReplicaHooks implements Serializable {
         this.keys = keys.clone();
         this.snapshotMarker = snapshotMarker.clone();
         this.openMarker = openMarker.clone();
+    }
+
+    /**
+     * Keeps the replica count in the checkpoint (union operator state: every subtask of a restored
+     * job sees every old subtask's entry), and refuses a restore made with another count: the
+     * replicas' keys follow from the count, so the new replicas would find no state and train
+     * from their starting weights while the old ones' state lay unread. Not a failure a restart
+     * can mend, so the job fails at once instead of restarting.
+     */
+    void checkReplicaCount(StateInitializationContext context) throws Exception {
+        ListState<Integer> counts = context.getOperatorStateStore()
+                .getUnionListState(new ListStateDescriptor<>("tensair-replica-count", Integer.class));
+        if (context.isRestored()) {
+            for (Integer count : counts.get()) {
+                if (count != keys.length) {
+                    throw new SuppressRestartsException(new IllegalStateException(
+                            "this checkpoint or savepoint holds " + count + " replicas and the job asks for "
+                            + keys.length + ": a job resumes with the replica count it was saved with (changing it "
+                            + "is not supported yet; start a new job from an export of the model instead)"));
+                }
+            }
+        }
+        counts.update(Collections.singletonList(keys.length));
     }
 
     /** Once the operator is open: the gauge, then the open record (the function restores). */

@@ -2,6 +2,7 @@ package pyflinktensair.checkpoint;
 
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.runtime.state.StateInitializationContext;
 import org.apache.flink.streaming.api.functions.python.DataStreamPythonFunctionInfo;
 import org.apache.flink.streaming.api.operators.python.process.AbstractExternalDataStreamPythonFunctionOperator;
 import org.apache.flink.streaming.api.operators.python.process.ExternalPythonKeyedCoProcessOperator;
@@ -42,6 +43,12 @@ public class ReplicaOperator<OUT> extends ExternalPythonKeyedCoProcessOperator<O
     public void open() throws Exception {
         super.open();
         hooks.opened(getMetricGroup(), subtask(), this::takeMarker);
+    }
+
+    @Override
+    public void initializeState(StateInitializationContext context) throws Exception {
+        super.initializeState(context);
+        hooks.checkReplicaCount(context);
     }
 
     @Override
