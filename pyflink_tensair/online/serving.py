@@ -8,7 +8,9 @@ Operator graph (``P`` = ``ServeConfig.parallelism``)::
                                                                                      └─► dead letters (side output, JSON)
 
 The events cross into Python once per micro-batch (``Chunks``, the JVM grouping ``text_batches``
-uses, with a maximum wait so that a slow stream is still answered), and the answers come back
+uses, with a maximum wait so that a slow stream is still answered); in the default format
+(:func:`json_event`) they are parsed on the JVM too, between the grouping and the servers
+(``JsonEvents``: keys and one float32 array cross, :func:`unpack_events`). The answers come back
 once per micro-batch too (:func:`pack_answers`), made into rows on the JVM (``UnpackAnswers``). Each server keeps a
 :class:`~.updates.ModelView`: it starts from the builder's weights (or the given ``.keras``) at
 version 0 and applies every update that reaches it; a delta it cannot place waits for the next
