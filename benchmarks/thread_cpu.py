@@ -42,7 +42,11 @@ from benchmarks.throughput.cpu import stat_cpu_seconds
 def thread_cpu(pid: int) -> Dict[int, Tuple[str, float]]:
     """``{tid: (OS thread name, CPU seconds so far)}`` of every thread of ``pid``."""
     threads = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        raise ProcessLookupError(f"process {pid} is gone (did the job end before or during the window?)") from None
+    for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
                 name = f.read().strip()
