@@ -137,11 +137,10 @@ def unpack_events(data):
     return before, n, key_section, features, bad
 
 
-def _input_shape(keras_model):
-    """The features' shape of one event for a model of one input whose shape is fully known, else ``None``."""
-    from ..models.keras_adapter import KerasModelAdapter
-
-    inputs = KerasModelAdapter(keras_model).batch_spec().inputs
+def _input_shape(adapter):
+    """The features' shape of one event for a model (a ``KerasModelAdapter``) of one input whose
+    shape is fully known, else ``None``."""
+    inputs = adapter.batch_spec().inputs
     shape = next(iter(inputs.values())) if len(inputs) == 1 else None
     return tuple(shape) if shape is not None and all(isinstance(n, int) for n in shape) else None
 
@@ -192,7 +191,7 @@ class _Server:
         keras_model = load_model(self._model, seed=self._config.seed)
         self._adapter = KerasModelAdapter(keras_model)
         self._predict = self._adapter.predict_function()
-        self._shape = _input_shape(keras_model)
+        self._shape = _input_shape(self._adapter)
         self._view = ModelView(self._adapter)
         self._freshness_tag = _freshness_tag(self._config.name)
         self._dead_letters_tag = _dead_letters_tag(self._config.name)
@@ -361,7 +360,7 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
     from ..flink.execution import co_process, process
     from ..flink.loop import FeedbackLoop
     from ..flink.routing import java_ints
-    from ..models.keras_adapter import check_model_argument, load_model
+    from ..models.keras_adapter import KerasModelAdapter, check_model_argument, load_model
 
     if not isinstance(events, DataStream):
         raise ConfigError(f"events must be a pyflink DataStream of event texts. Received: {type(events).__name__}")
@@ -373,7 +372,7 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
     if updates is not None and not isinstance(updates, DataStream):
         raise ConfigError(f"updates must be a TrainOutput, its updates stream or None. Received: {type(updates).__name__}")
     check_model_argument(model)
-    shape = _input_shape(load_model(model, seed=config.seed)) if check_model else None
+    shape = _input_shape(KerasModelAdapter(load_model(model, seed=config.seed))) if check_model else None
     j_env = events._j_data_stream.getExecutionEnvironment()
     add_channel_jar(j_env)
     use_this_interpreter(j_env)

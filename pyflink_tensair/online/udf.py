@@ -2,8 +2,8 @@
 
 PyFlink's pandas UDFs take a batch of rows as Arrow record batches (pandas Series per column), so
 one call of the model's compiled forward pass answers the batch. The function holds the model in
-each Python worker and follows a training job's model updates through a folder: the training job writes
-``TrainOutput.updates`` there with ``write_records(out.updates, folder, "update")`` (one file per
+each Python worker and follows a training job's model updates through a folder: the training job
+writes ``TrainOutput.updates`` there with ``write_records(out.updates, folder, "update")`` (one file per
 update, renamed into place when complete); the function looks for new files at most every
 ``poll_ms`` and applies them in the order they were written (a
 :class:`~pyflink_tensair.core.updates.ModelView`: a delta it cannot place waits for the next

@@ -50,15 +50,16 @@ public final class JsonEvents extends AbstractStreamOperator<byte[]> implements 
         this.shape = shape == null ? null : shape.clone();
     }
 
+    /** A bad event as it is written out: its index in the chunk, its reason and its text in UTF-8. */
     private static final class Bad {
         final int index;
-        final String reason;
-        final String text;
+        final byte[] reason;
+        final byte[] text;
 
         Bad(int index, String reason, String text) {
             this.index = index;
-            this.reason = reason;
-            this.text = text;
+            this.reason = reason.getBytes(StandardCharsets.UTF_8);
+            this.text = text.getBytes(StandardCharsets.UTF_8);
         }
     }
 
@@ -105,11 +106,8 @@ public final class JsonEvents extends AbstractStreamOperator<byte[]> implements 
         }
         int[] dimsOut = want == null ? new int[0] : want;
         int size = 8 + 4 + 4 + 4 + 4 * dimsOut.length + 4 * keys.size() + keyBytes + 4 * valueCount;
-        List<byte[][]> badBytes = new ArrayList<>(bad.size());
         for (Bad b : bad) {
-            byte[][] parts = {b.reason.getBytes(StandardCharsets.UTF_8), b.text.getBytes(StandardCharsets.UTF_8)};
-            badBytes.add(parts);
-            size += 4 + 4 + parts[0].length + 4 + parts[1].length;
+            size += 4 + 4 + b.reason.length + 4 + b.text.length;
         }
         ByteBuffer out = ByteBuffer.allocate(size).order(ByteOrder.LITTLE_ENDIAN);
         out.putLong(before).putInt(keys.size()).putInt(bad.size()).putInt(dimsOut.length);
@@ -124,11 +122,8 @@ public final class JsonEvents extends AbstractStreamOperator<byte[]> implements 
         }
         out.asFloatBuffer().put(values, 0, valueCount);
         out.position(out.position() + 4 * valueCount);
-        for (int j = 0; j < bad.size(); j++) {
-            out.putInt(bad.get(j).index);
-            for (byte[] part : badBytes.get(j)) {
-                out.putInt(part.length).put(part);
-            }
+        for (Bad b : bad) {
+            out.putInt(b.index).putInt(b.reason.length).put(b.reason).putInt(b.text.length).put(b.text);
         }
         output.collect(element.hasTimestamp() ? new StreamRecord<>(out.array(), element.getTimestamp())
                 : new StreamRecord<>(out.array()));
