@@ -80,9 +80,10 @@ def running_job(folder: str, timeout: float = 180.0) -> str:
 
 
 # A savepoint that reaches a task while it finishes (e.g. the one-shot start-markers source) is
-# declined, or refused by its TaskManager if the task has just gone; the job runs on, and the
-# same savepoint a moment later succeeds.
-_TRANSIENT_DECLINES = ("task is closing", "checkpoint request for unknown task")
+# declined, refused by its TaskManager if the task has just gone, or not triggered while the
+# JobManager sees the task between running and finished; the job runs on, and the same savepoint
+# a moment later succeeds.
+_TRANSIENT_DECLINES = ("task is closing", "checkpoint request for unknown task", "is not being executed at the moment")
 
 
 class _SavepointDeclined(RuntimeError):

@@ -193,7 +193,22 @@ class RefusedMessage:
     acks: Tuple[int, ...] = ()
 
 
-PeerMessage = Union[GradientMessage, DoneMessage, ModeMessage, WeightsMessage, RefusedMessage]
+@dataclass(frozen=True)
+class RescaleMessage:
+    """What a replica of a job resumed with another replica count took over from the old
+    replicas (:mod:`~pyflink_tensair.core.rescale`): the sum of their model states' float arrays
+    (weights and optimizer slots; integer arrays, such as an optimizer's step count, as their
+    maximum), which of the ``old_replicas`` that covers, and the newest model version among them.
+    Every new replica sends one to each peer before anything else, and merges once it holds all."""
+
+    sender: int
+    old_replicas: int
+    covers: Tuple[int, ...]
+    model_version: int
+    state: Dict[str, np.ndarray]
+
+
+PeerMessage = Union[GradientMessage, DoneMessage, ModeMessage, WeightsMessage, RefusedMessage, RescaleMessage]
 
 # Why input was not trained on: the ``reason`` of a DeadLetter.
 DEAD_LETTER_REASONS = ("not_a_record", "missing_field", "wrong_shape", "wrong_dtype", "non_finite", "empty",

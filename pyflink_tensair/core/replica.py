@@ -88,7 +88,7 @@ import dataclasses
 import functools
 import json
 import time
-from typing import Callable, Deque, Dict, List, Optional, cast
+from typing import Callable, Deque, Dict, List, Mapping, Optional, cast
 
 import numpy as np
 
@@ -100,11 +100,12 @@ from .events import Broadcast, FinalModel, Metrics, ModeChange, Prediction, weig
 from .gradients import dense_nbytes, round_sparse_values, scale_gradients
 from .guards import BatchSpec, check_batch, check_norm, check_tensors, gradient_norm, variable_shapes
 from .messages import (Batch, DeadLetter, DoneMessage, GradientMessage, Gradients, ModeMessage, PeerMessage,
-                       RefusedMessage, SparseGradient, WeightsMessage, preview)
+                       RefusedMessage, RescaleMessage, SparseGradient, WeightsMessage, preview)
 from .model_api import StepResult, TrainableModel
 from ..validation import is_int
 from .peer_updates import check_model as check_peer_model
 from .peers import PeerState, ahead_arrays, peer_arrays, restore_peers
+from .rescale import Rescale
 from .update_rules import UpdateRule, rule_for
 from .updates import UpdatePublisher
 
@@ -175,6 +176,7 @@ class Replica:
         self._unacked: Dict[int, GradientMessage] = {}  # step -> a message some peer has not acknowledged
         self.messages_resent = 0
         self._last_mode: Optional[ModeMessage] = None  # the newest mode change sent: re-sent after a restore
+        self._rescale: Optional[Rescale] = None  # a merge of the old replicas' models in progress (adopt)
         self.input_ended = False
         self.done_sent = False
         self.finished = False
@@ -226,7 +228,9 @@ class Replica:
             return self.set_aside(DeadLetter(refusal.reason, refusal.detail, "batch", "replica", batch.id,
                                              preview(batch_summary(batch))))
         out: List[Event] = []
-        if not self.training:
+        if self._rescale is not None:
+            self._held.append(batch)  # trained on the merged model
+        elif not self.training:
             self._held.append(batch)  # after any batch held while training: _drain serves them in order
         elif self._held or self.rule.blocked():
             self._held.append(batch)
@@ -261,6 +265,12 @@ class Replica:
                 return self.set_aside(_message_letter("not_a_record", message.detail, message), policy=False)
             raise ProtocolError(f"replica {self.id} received a message from sender {message.sender}")
         out: List[Event] = []
+        if isinstance(message, RescaleMessage):
+            self._on_rescale(message, out)
+            return out
+        if self._rescale is not None:  # a peer that merged first: handled on the merged model
+            self._rescale.early.append(message)
+            return out
         if isinstance(message, RefusedMessage):
             self._on_refused(message, out)
             self._drain(out)
@@ -340,6 +350,8 @@ class Replica:
         then the messages some peer may not hold (sent before the snapshot, never
         acknowledged), oldest first, and the done marker if it was sent."""
         out: List[Event] = [self._metrics("restored", None)]
+        if self._rescale is not None:  # a merge in progress: peers drop a repeat
+            out.append(Broadcast(self._rescale.own))
         for step in sorted(self._unacked):
             out.append(Broadcast(dataclasses.replace(self._unacked[step], acks=self._acks())))
         if self._last_mode is not None:  # receivers keep only the newest: a repeat changes nothing
@@ -520,6 +532,8 @@ class Replica:
 
     def _drain(self, out: List[Event]) -> None:
         """Trains held batches while the bound allows, then moves towards the end states."""
+        if self._rescale is not None:
+            return
         while self._held and (not self.training or not self.rule.blocked()):
             batch = self._held.popleft()
             if self.training:
@@ -653,6 +667,8 @@ class Replica:
             state["last_mode"] = _as_uint8(wire.encode_message(self._last_mode))
         if self.policy is not None:
             state["policy"] = _as_uint8(json.dumps(self.policy.snapshot(), separators=(",", ":")).encode())
+        if self._rescale is not None:
+            state.update(self._rescale.snapshot())
         return state
 
     def restore(self, state: Dict[str, np.ndarray]) -> None:
@@ -674,6 +690,62 @@ class Replica:
         self._last_mode = wire.decode_message(state["last_mode"].tobytes()) if "last_mode" in state else None
         if self.policy is not None and "policy" in state:
             self.policy = AutoPolicy.restore(json.loads(state["policy"].tobytes().decode()))
+        self._rescale = Rescale.restore(self.id, state)
+
+    # Counts that add up over the replicas (the job's totals): an adopting replica adds the old ones'.
+    _TOTALS = ("messages_sent", "bytes_sent", "dense_bytes_sent", "messages_applied", "duplicates_dropped",
+               "bound_overflows", "messages_resent", "batches_served", "dead_letters", "messages_rejected",
+               "gradients_clipped", "steps_skipped", "messages_while_serving")
+
+    def adopt(self, old_replicas: int, states: Mapping[int, Dict[str, np.ndarray]]) -> List[Event]:
+        """After a restore with another replica count (this replica's state is new): takes over
+        ``states``, the snapshots of the old replicas whose keys this replica's subtask now holds
+        (by old id; maybe none), and starts the merge of all ``old_replicas`` models
+        (:mod:`~pyflink_tensair.core.rescale`). Their held batches are trained here, once the
+        models are merged; their counts add to this replica's. The protocol among the new
+        replicas starts afresh: steps count from 0, the drift policy starts training.
+
+        Returns a ``"restored"`` metrics record and this replica's rescale message for its peers
+        (with one replica, the merged model at once).
+        """
+        versions = {}
+        for old in sorted(states):
+            state = states[old]
+            counters = _snapshot_counters(state, self._POSITIONAL_COUNTERS)
+            for name in self._TOTALS:
+                setattr(self, name, getattr(self, name) + counters.get(name, 0))
+            self._position = max(self._position, counters.get("position", -1))
+            versions[old] = counters.get("model_version", 0)
+            self._held.extend(wire.decode_batch(state[k].tobytes()) for k in sorted(state) if k.startswith("held/"))
+        models = {old: {k[len("model/"):]: v for k, v in state.items() if k.startswith("model/")}
+                  for old, state in states.items()}
+        self._rescale = Rescale.start(self.id, self.replicas, old_replicas, models, versions)
+        out: List[Event] = [self._metrics("restored", None)]
+        if self.replicas > 1:
+            out.append(Broadcast(self._rescale.own))
+        self._merge_when_complete(out)
+        return out
+
+    def _on_rescale(self, message: RescaleMessage, out: List[Event]) -> None:
+        if self._rescale is None or not self._rescale.receive(message):
+            self.duplicates_dropped += 1  # sent again after a restore, to a replica that merged already
+            return
+        self._merge_when_complete(out)
+
+    def _merge_when_complete(self, out: List[Event]) -> None:
+        rescale = self._rescale
+        if rescale is None or not rescale.complete:
+            return
+        model, version = rescale.merged()
+        self.model.set_state(model)
+        self.model_version = version
+        self._rescale = None
+        if self.publisher is not None:  # servers catch up with the merged model at once
+            self.publisher.reset()
+            self.publish(out, force=True)
+        for message in rescale.early:
+            out += self.on_gradient(message)
+        self._drain(out)
 
 
 def _snapshot_counters(state: Dict[str, np.ndarray], positional) -> Dict[str, int]:

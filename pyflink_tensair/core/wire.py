@@ -40,7 +40,7 @@ from ..config import SPARSE_VALUES
 from ..errors import WireFormatError
 from ..validation import is_int
 from .messages import (DEAD_LETTER_REASONS, MODE_REASONS, Batch, DeadLetter, DoneMessage, GradientMessage, Gradients,
-                       ModeMessage, PeerMessage, RefusedMessage, SparseGradient, WeightsMessage)
+                       ModeMessage, PeerMessage, RefusedMessage, RescaleMessage, SparseGradient, WeightsMessage)
 
 MAGIC = b"TSNR"
 VERSION = 1
@@ -54,10 +54,13 @@ KIND_OPEN = 7  # from the replica operator once its Python worker is up
 KIND_MODE = 8
 KIND_WEIGHTS = 9
 KIND_DEAD_LETTER = 10
+KIND_ADOPT = 11  # from the replica operator after a rescale: under an old replica's key
+KIND_RESCALE = 12
 KIND_OFFSET = 5  # where the Java channel looks for KIND_DONE
 _KIND_NAMES = {KIND_BATCH: "batch", KIND_GRADIENT: "gradient", KIND_DONE: "done", KIND_TENSORS: "tensors",
                KIND_START: "start", KIND_SNAPSHOT: "snapshot", KIND_OPEN: "open", KIND_MODE: "mode",
-               KIND_WEIGHTS: "weights", KIND_DEAD_LETTER: "dead letter"}
+               KIND_WEIGHTS: "weights", KIND_DEAD_LETTER: "dead letter", KIND_ADOPT: "adopt",
+               KIND_RESCALE: "rescale"}
 
 _PREFIX = struct.Struct("<4sBBHI")
 _ALIGN = 8
@@ -297,6 +300,11 @@ def encode_message(message: PeerMessage, sparse_values: str = "float32") -> byte
         return encode_record(KIND_WEIGHTS, {"sender": message.sender, "step": message.step,
                                             "order": json.dumps(list(message.weights)),
                                             "acks": [int(a) for a in message.acks]}, message.weights)
+    if isinstance(message, RescaleMessage):
+        return encode_record(KIND_RESCALE, {"sender": message.sender, "old_replicas": message.old_replicas,
+                                            "covers": [int(r) for r in message.covers],
+                                            "model_version": int(message.model_version),
+                                            "order": json.dumps(list(message.state))}, message.state)
     if isinstance(message, RefusedMessage):
         raise WireFormatError(f"a refused message is not sent: {message!r}")
     tensors: Dict[str, np.ndarray] = {}
@@ -323,6 +331,8 @@ def decode_message(data) -> PeerMessage:
         return _decode_mode(meta, tensors)
     if kind == KIND_WEIGHTS:
         return _decode_weights(meta, tensors)
+    if kind == KIND_RESCALE:
+        return _decode_rescale(meta, tensors)
     _expect_kind(kind, KIND_GRADIENT)
     sender = _require_meta_int(meta, "sender", 0)
     step = _require_meta_int(meta, "step", 1)
@@ -384,6 +394,44 @@ def _decode_weights(meta: Mapping, tensors: Mapping) -> WeightsMessage:
                           {name: tensors[name] for name in order}, _acks(meta))
 
 
+def _decode_rescale(meta: Mapping, tensors: Mapping) -> RescaleMessage:
+    try:
+        order = json.loads(meta["order"])
+    except (KeyError, TypeError, json.JSONDecodeError):
+        raise WireFormatError("rescale record needs a JSON meta field 'order'") from None
+    if not isinstance(order, list) or sorted(order) != sorted(tensors):
+        raise WireFormatError(f"rescale record: 'order' must list its tensors. Received: order={order!r:.200}")
+    _check_names(order, "rescale")
+    old_replicas = _require_meta_int(meta, "old_replicas", 1)
+    covers = meta.get("covers")
+    if not isinstance(covers, list) or any(not is_int(r) or not 0 <= r < old_replicas for r in covers):
+        raise WireFormatError(f"rescale record: 'covers' must list old replicas in [0, {old_replicas}). "
+                              f"Received: {covers!r:.200}")
+    return RescaleMessage(_require_meta_int(meta, "sender", 0), old_replicas, tuple(covers),
+                          _require_meta_int(meta, "model_version", 0), {name: tensors[name] for name in order})
+
+
+def rescale_of(marker) -> Tuple[int, int]:
+    """``(old_replica, old_replicas)`` of an open or adopt marker: which old replica an adopt
+    marker hands over (-1 for an open marker) and how many replicas the checkpoint held (0: the
+    job resumed with the count it was saved with, or started afresh).
+
+    Example::
+
+        >>> rescale_of(encode_marker(KIND_OPEN))
+        (-1, 0)
+    """
+    kind, meta, _ = decode_record(marker)
+    if kind not in (KIND_OPEN, KIND_ADOPT):
+        raise WireFormatError(f"expected an open or adopt marker, got a {_KIND_NAMES[kind]} record")
+    old_replicas = meta.get("old_replicas", 0)
+    old_replica = meta.get("old_replica", -1)
+    if not is_int(old_replicas) or old_replicas < 0 or not is_int(old_replica) or old_replica >= max(old_replicas, 1) \
+            or (kind == KIND_ADOPT) != (old_replica >= 0 and old_replicas > 0):
+        raise WireFormatError(f"malformed {_KIND_NAMES[kind]} marker: {meta!r:.200}")
+    return old_replica, old_replicas
+
+
 def _check_names(order, what: str) -> None:
     if not all(isinstance(n, str) and n for n in order) or len(set(order)) != len(order):
         raise WireFormatError(f"{what} record: 'order' must list distinct non-empty names. Received: {order!r:.200}")
@@ -440,9 +488,11 @@ def encode_start(replica: int) -> bytes:
 
 
 def encode_marker(kind: int) -> bytes:
-    """The operator's own markers (``KIND_SNAPSHOT``, ``KIND_OPEN``): no meta, no tensors."""
-    if kind not in (KIND_SNAPSHOT, KIND_OPEN):
-        raise WireFormatError(f"kind must be KIND_SNAPSHOT or KIND_OPEN. Received: kind={kind!r}")
+    """The operator's own markers (``KIND_SNAPSHOT``, ``KIND_OPEN``, ``KIND_ADOPT``): no meta, no
+    tensors. After a rescale the operator sends the open and adopt markers with meta of its own
+    (``ReplicaHooks.withMeta``): :func:`rescale_of` reads it."""
+    if kind not in (KIND_SNAPSHOT, KIND_OPEN, KIND_ADOPT):
+        raise WireFormatError(f"kind must be KIND_SNAPSHOT, KIND_OPEN or KIND_ADOPT. Received: kind={kind!r}")
     return encode_record(kind, {}, {})
 
 

@@ -96,6 +96,15 @@ class ChunkedState:
             self._state.put(_MANIFEST, json.dumps(manifest).encode("utf-8"))
         return written
 
+    def clear(self) -> None:
+        """Removes what was written (the manifest and every chunk)."""
+        manifest = self._manifest()
+        if manifest is None:
+            return
+        for index in range(len(manifest["chunks"])):
+            self._state.remove(_chunk_key(index))
+        self._state.remove(_MANIFEST)
+
     def read(self) -> Optional[Dict[str, np.ndarray]]:
         """The arrays last written, or ``None`` if nothing was."""
         manifest = self._manifest()
@@ -166,11 +175,12 @@ def _bytes_state(state):
     return state
 
 
-def replica_operator(connected, function, output_type, keys, python_in=PythonIn.PROCESSES):
+def replica_operator(connected, function, output_type, keys, python_in=PythonIn.PROCESSES, *, rescalable: bool = True):
     """``connected.process(function, output_type)`` for the keyed ``connected`` streams, with the
     replicas' own operator in place of PyFlink's: :class:`ReplicaOperator` (process mode) or
     :class:`EmbeddedReplicaOperator` (``python_in`` ``"jvm"``: inside the TaskManager's JVM), built
-    by :func:`~.execution.keyed_co_process`."""
+    by :func:`~.execution.keyed_co_process`. ``rescalable``: whether a restore with another
+    replica count merges the old replicas (:mod:`~pyflink_tensair.core.rescale`) or fails."""
     from pyflink.java_gateway import get_gateway
 
     from .environment import add_channel_jar
@@ -182,7 +192,8 @@ def replica_operator(connected, function, output_type, keys, python_in=PythonIn.
     thread = in_jvm(python_in)
     return keyed_co_process(connected, function, output_type, python_in,
                             operators.EmbeddedReplicaOperator if thread else operators.ReplicaOperator,
-                            (java_ints(keys), wire.encode_marker(wire.KIND_SNAPSHOT), wire.encode_marker(wire.KIND_OPEN)))
+                            (java_ints(keys), wire.encode_marker(wire.KIND_SNAPSHOT), wire.encode_marker(wire.KIND_OPEN),
+                             wire.encode_marker(wire.KIND_ADOPT), bool(rescalable)))
 
 
 def configure(env, config) -> None:

@@ -12,7 +12,7 @@ import json
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from pyflink.datastream import KeyedCoProcessFunction, RuntimeContext
 
@@ -116,6 +116,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._codec_s = 0.0
         self._last: Metrics = None
         self._state = ChunkedState(ValueStates(runtime_context))
+        self._adopted: Dict[int, dict] = {}  # after a rescale: old replica id -> its state (until open)
         self._snapshot_bytes = self._snapshot_written = self._snapshot_ms = 0
         self._metrics = self._register_metrics(runtime_context.get_metrics_group().add_group("tensair"))
 
@@ -188,6 +189,9 @@ class ReplicaFunction(KeyedCoProcessFunction):
 
     def process_element1(self, value, ctx):
         began = time.perf_counter()
+        if self._is_adopt_marker(value):  # under an old replica's key: not this subtask's own
+            self._adopt(value, ctx)
+            return
         self._check_key(ctx)
         self._inputs += 1
         try:
@@ -198,7 +202,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
             letter = DeadLetter("not_a_record", str(err), "batch", "replica", -self._inputs, preview(wire.as_bytes(value)))
             self._trainer.call(lambda replica: replica.set_aside(letter))
         if kind == wire.KIND_OPEN:
-            yield from self._restore()
+            old_replicas = wire.rescale_of(value)[1]
+            yield from (self._rescale(old_replicas) if old_replicas else self._restore())
         elif kind == wire.KIND_SNAPSHOT:
             yield from self._snapshot()
         elif kind == wire.KIND_DEAD_LETTER:  # set aside on its way here (to_batches)
@@ -247,6 +252,31 @@ class ReplicaFunction(KeyedCoProcessFunction):
             if self._exporter is not None:  # exports of the lost run, newer than the restored model
                 self._exporter.discard_after(self._replica.model_version)
             yield from self._emit(self._replica.resend())
+
+    @staticmethod
+    def _is_adopt_marker(value) -> bool:
+        try:
+            return wire.peek_kind(value) == wire.KIND_ADOPT
+        except WireFormatError:
+            return False
+
+    def _adopt(self, value, ctx) -> None:
+        """After a rescale, an old replica's state under its key (:mod:`~pyflink_tensair.core.rescale`):
+        read and cleared (its key serves no replica now), with the end-of-input timer it set;
+        the open marker that follows hands what this subtask adopted to its replica."""
+        old_replica, old_replicas = wire.rescale_of(value)
+        state = self._state.read()
+        if state is None:
+            raise ProtocolError(f"the checkpoint holds no state of old replica {old_replica} of {old_replicas}: "
+                                "it cannot be merged into the new replicas")
+        self._adopted[old_replica] = state
+        self._state.clear()
+        ctx.timer_service().delete_event_time_timer(END_OF_TIME)
+
+    def _rescale(self, old_replicas: int):
+        self._trainer.wait_idle()
+        adopted, self._adopted = self._adopted, {}
+        yield from self._emit(self._replica.adopt(old_replicas, adopted))
 
     def _snapshot(self):
         began = time.perf_counter()

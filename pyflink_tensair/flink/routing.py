@@ -1,7 +1,9 @@
 """Keys that pin replica ``r`` to subtask ``r``.
 
 PyFlink's ``key_by`` hashes ``Row(key)`` on the JVM, so the key that lands on subtask ``r`` is
-found by asking Flink's own key-group assignment, once, when the job graph is built.
+found by asking Flink's own key-group assignment (``Keying.pinnedKeys`` in the channel jar), once,
+when the job graph is built; the replica operator asks the same for an old replica count when a
+job resumes with another one.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ DEFAULT_MAX_PARALLELISM = 128
 
 
 def pinned_keys(parallelism: int, max_parallelism: int = DEFAULT_MAX_PARALLELISM) -> List[int]:
-    """``keys[r]`` is an int key that Flink routes to subtask ``r`` of a keyed operator.
+    """``keys[r]`` is an int key that Flink routes to subtask ``r`` of a keyed operator. The
+    channel jar must be loaded (:func:`~.environment.add_channel_jar`).
 
     Example::
 
@@ -27,23 +30,7 @@ def pinned_keys(parallelism: int, max_parallelism: int = DEFAULT_MAX_PARALLELISM
         raise ConfigError(f"parallelism must be in [1, {max_parallelism}]. Received: {parallelism}")
     from pyflink.java_gateway import get_gateway
 
-    jvm = get_gateway().jvm
-    assign = jvm.org.apache.flink.runtime.state.KeyGroupRangeAssignment.assignKeyToParallelOperator
-
-    def row_of(value):
-        row = jvm.org.apache.flink.types.Row(1)
-        row.setField(0, value)
-        return row
-
-    keys: List[int] = [-1] * parallelism
-    found, candidate = 0, 0
-    while found < parallelism:
-        subtask = assign(row_of(candidate), max_parallelism, parallelism)
-        if keys[subtask] < 0:
-            keys[subtask] = candidate
-            found += 1
-        candidate += 1
-    return keys
+    return list(get_gateway().jvm.pyflinktensair.feedback.Keying.pinnedKeys(parallelism, max_parallelism))
 
 
 def keyed_by_replica(stream):

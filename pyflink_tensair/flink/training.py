@@ -164,7 +164,8 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
     n = config.replicas
     replicas = replica_operator(loop.keyed_inputs(credit=config.backpressure).connect(loop.keyed_feedback(n)),
                                 ReplicaFunction(model, config, loop.keys, probe, probe_every_s),
-                                types.prediction_type(), loop.keys, config.python_in)
+                                types.prediction_type(), loop.keys, config.python_in,
+                                rescalable=config.staleness_bound != 0)  # synchronous steps in flight cannot merge
     replicas = loop.training_operator(loop.named(replicas, "replicas", "replicas"))
     loop.close(loop.side_output(replicas, types.feedback_tag(config.name)), n)
     if config.backpressure:

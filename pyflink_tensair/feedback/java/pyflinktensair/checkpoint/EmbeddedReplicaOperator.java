@@ -35,9 +35,11 @@ public class EmbeddedReplicaOperator<K> extends EmbeddedPythonKeyedCoProcessOper
             TypeInformation outputTypeInfo,
             int[] keys,
             byte[] snapshotMarker,
-            byte[] openMarker) {
+            byte[] openMarker,
+            byte[] adoptMarker,
+            boolean rescalable) {
         super(config, pythonFunctionInfo, inputTypeInfo1, inputTypeInfo2, outputTypeInfo);
-        this.hooks = new ReplicaHooks(keys, snapshotMarker, openMarker);
+        this.hooks = new ReplicaHooks(keys, snapshotMarker, openMarker, adoptMarker, rescalable);
         this.firstInputType = inputTypeInfo1;
         this.secondInputType = inputTypeInfo2;
     }
@@ -49,7 +51,8 @@ public class EmbeddedReplicaOperator<K> extends EmbeddedPythonKeyedCoProcessOper
         } catch (RuntimeException e) {
             throw explained(e);
         }
-        hooks.opened(getMetricGroup(), subtask(), this::takeMarker);
+        hooks.opened(getMetricGroup(), subtask(), getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks(),
+                this::takeMarker);
     }
 
     @Override
@@ -98,6 +101,6 @@ public class EmbeddedReplicaOperator<K> extends EmbeddedPythonKeyedCoProcessOper
             DataStreamPythonFunctionInfo pythonFunctionInfo, TypeInformation<T> outputTypeInfo) {
         return (AbstractEmbeddedDataStreamPythonFunctionOperator) new EmbeddedReplicaOperator<K>(
                 config, pythonFunctionInfo, firstInputType, secondInputType, outputTypeInfo,
-                hooks.keys, hooks.snapshotMarker, hooks.openMarker);
+                hooks.keys, hooks.snapshotMarker, hooks.openMarker, hooks.adoptMarker, hooks.rescalable);
     }
 }

@@ -34,15 +34,18 @@ public class ReplicaOperator<OUT> extends ExternalPythonKeyedCoProcessOperator<O
             TypeInformation<OUT> outputTypeInfo,
             int[] keys,
             byte[] snapshotMarker,
-            byte[] openMarker) {
+            byte[] openMarker,
+            byte[] adoptMarker,
+            boolean rescalable) {
         super(config, pythonFunctionInfo, inputTypeInfo1, inputTypeInfo2, outputTypeInfo);
-        this.hooks = new ReplicaHooks(keys, snapshotMarker, openMarker);
+        this.hooks = new ReplicaHooks(keys, snapshotMarker, openMarker, adoptMarker, rescalable);
     }
 
     @Override
     public void open() throws Exception {
         super.open();
-        hooks.opened(getMetricGroup(), subtask(), this::takeMarker);
+        hooks.opened(getMetricGroup(), subtask(), getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks(),
+                this::takeMarker);
     }
 
     @Override
@@ -70,6 +73,6 @@ public class ReplicaOperator<OUT> extends ExternalPythonKeyedCoProcessOperator<O
     public <T> AbstractExternalDataStreamPythonFunctionOperator<T> copy(
             DataStreamPythonFunctionInfo pythonFunctionInfo, TypeInformation<T> outputTypeInfo) {
         return new ReplicaOperator<>(config, pythonFunctionInfo, getLeftInputType(), getRightInputType(),
-                outputTypeInfo, hooks.keys, hooks.snapshotMarker, hooks.openMarker);
+                outputTypeInfo, hooks.keys, hooks.snapshotMarker, hooks.openMarker, hooks.adoptMarker, hooks.rescalable);
     }
 }

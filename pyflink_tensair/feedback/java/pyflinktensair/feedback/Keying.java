@@ -31,6 +31,30 @@ public final class Keying {
     private Keying() {}
 
     /**
+     * {@code keys[r]}: the smallest int key that Flink routes to subtask {@code r} of a keyed
+     * operator with {@code parallelism} subtasks, as {@code Row(key)} (the key PyFlink's
+     * {@code key_by} and {@link #RoundRobin} give). A job and its restore with another replica
+     * count both find the keys here.
+     */
+    public static int[] pinnedKeys(int parallelism, int maxParallelism) {
+        if (parallelism < 1 || parallelism > maxParallelism) {
+            throw new IllegalArgumentException("parallelism must be in [1, " + maxParallelism + "], got " + parallelism);
+        }
+        int[] keys = new int[parallelism];
+        java.util.Arrays.fill(keys, -1);
+        int found = 0;
+        for (int candidate = 0; found < parallelism; candidate++) {
+            int subtask = org.apache.flink.runtime.state.KeyGroupRangeAssignment.assignKeyToParallelOperator(
+                    Row.of(candidate), maxParallelism, parallelism);
+            if (keys[subtask] < 0) {
+                keys[subtask] = candidate;
+                found++;
+            }
+        }
+        return keys;
+    }
+
+    /**
      * Deals mini-batches round-robin to {@code keys}; subtask s starts at replica s. Where it is
      * in the deal is checkpointed, so a restored job deals the replayed batches as before.
      */
