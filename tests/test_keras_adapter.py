@@ -190,7 +190,7 @@ def test_a_step_whose_gradient_is_not_finite_is_not_applied():
     model = KerasModelAdapter(load_model(zoo.quickstart_classifier, seed=0))
     before = model.get_state()
     huge = Batch(np.full((8, 20), 3e38, np.float32), np.zeros(8, np.int64))
-    for result in (model.train_step(huge), model.compute_gradients(huge)):
+    for result in (model.train_step(huge), model.train_step(huge, return_gradients=False), model.compute_gradients(huge)):
         assert result.finite is False
     after = model.get_state()
     assert all(np.array_equal(before[k], after[k]) for k in before)  # weights and Adam's slots and step count
@@ -205,6 +205,8 @@ def test_a_batch_tensorflow_refuses_raises_batch_rejected_and_changes_nothing():
     batch = Batch({"target": np.array([1, 70], np.int32), "context": np.zeros((2, 5), np.int32)}, np.zeros((2, 5), np.float32))
     with pytest.raises(BatchRejectedError, match=r"indices\[1\] = 70 is not in \[0, 50\)"):
         model.train_step(batch)
+    with pytest.raises(BatchRejectedError, match=r"is not in \[0, 50\)"):
+        model.train_step(batch, return_gradients=False)
     assert all(np.array_equal(before[k], v) for k, v in model.get_weights().items())
 
 

@@ -1,0 +1,171 @@
+"""Two candidates of issue 27, timed in one process with no Flink (the model's own cost only).
+
+``peer-applies``: three peers' gradient messages applied one by one (what a replica of four does
+per step today) against summed first and applied once (coalesced): the sum's cost, the one
+apply's, and, for sparse tables, the sum of rows without merging duplicates (TensorFlow's
+scatter adds duplicate rows itself).
+
+``alone``: one model's step, in a plain loop over the same batches: Keras's ``train_on_batch``
+against the replica's fused step (``train_step(return_gradients=False)``, a replica without peers),
+the same step as a replica with peers takes it (an embedding table's rows gathered into unique
+rows, left in TensorFlow), and a plain tape-and-apply with and without the finiteness guard over
+every gradient value, with one over the loss only, or over the sum of every gradient's values.
+
+Each figure is batches/s (or ms) over ``--batches`` batches; the variants take turns within every
+repeat, and the median and [min, max] over ``--repeats`` are printed::
+
+    python -m benchmarks.investigations.replica_step peer-applies --workload sparse --repeats 5
+    python -m benchmarks.investigations.replica_step alone --workload sparse --batches 20 --repeats 5
+
+A one-off (issue 27): its answer is in docs/measurements.md, "One replica's step and coalesced
+peer applies".
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Callable, Dict, List
+
+
+def _summary(samples: List[float]) -> str:
+    return f"{statistics.median(samples):.1f} [{min(samples):.1f}, {max(samples):.1f}]"
+
+
+def _take_turns(variants: Dict[str, Callable[[], float]], repeats: int) -> Dict[str, List[float]]:
+    for run in variants.values():
+        run()  # compile
+    samples: Dict[str, List[float]] = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, run in variants.items():
+            samples[name].append(run())
+    return samples
+
+
+def _model(workload):
+    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
+
+    return KerasModelAdapter(load_model(workload.model, seed=0))
+
+
+def peer_applies(workload, repeats: int) -> Dict[str, List[float]]:
+    import numpy as np
+
+    from pyflink_tensair.core.gradients import sum_gradients
+    from pyflink_tensair.core.messages import SparseGradient
+
+    model = _model(workload)
+    messages = [model.compute_gradients(workload.make_batch(i)).gradients for i in range(3)]
+
+    def concatenated():
+        out = {}
+        for name in messages[0]:
+            parts = [m[name] for m in messages]
+            out[name] = (SparseGradient(np.concatenate([p.indices for p in parts]), np.concatenate([p.values for p in parts]),
+                                        parts[0].dense_shape) if isinstance(parts[0], SparseGradient) else sum(parts[1:], parts[0].copy()))
+        return out
+
+    def timed(work):
+        def run():
+            began = time.perf_counter()
+            work()
+            return (time.perf_counter() - began) * 1000
+        return run
+
+    return _take_turns({
+        "3 applies, one by one (ms)": timed(lambda: [model.apply_gradients(m) for m in messages]),
+        "sum (merged rows) (ms)": timed(lambda: sum_gradients(messages)),
+        "sum (merged rows) + 1 apply (ms)": timed(lambda: model.apply_gradients(sum_gradients(messages))),
+        "sum (rows concatenated) + 1 apply (ms)": timed(lambda: model.apply_gradients(concatenated())),
+    }, repeats)
+
+
+def alone(workload, batches: int, repeats: int) -> Dict[str, List[float]]:
+    import tensorflow as tf
+
+    from pyflink_tensair.models.keras_adapter import _all_finite
+
+    data = [workload.make_batch(i) for i in range(batches)]
+
+    def rate(step, pairs: bool = True):
+        inputs = [(dict(b.x) if isinstance(b.x, dict) else b.x, b.y) for b in data] if pairs else [(b,) for b in data]
+
+        def run():
+            began = time.perf_counter()
+            for args in inputs:
+                step(*args)
+            return len(inputs) / (time.perf_counter() - began)
+        return run
+
+    def plain(guard: str):
+        adapter = _model(workload)
+        model, variables = adapter.model, adapter._variables
+
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                y_pred = model(x, training=True)
+                loss = model.compute_loss(x=x, y=y, y_pred=y_pred, training=True)
+            grads = tape.gradient(loss, variables)
+            if guard == "none":
+                model.optimizer.apply_gradients(zip(grads, variables))
+                return loss, y_pred
+            finite = tf.math.is_finite(loss)
+            values = [g.values if isinstance(g, tf.IndexedSlices) else g for g in grads]
+            if guard == "gradients":
+                finite = tf.logical_and(finite, _all_finite(values))
+            elif guard == "sums":  # a sum is finite when every term is (or overflows: a false alarm)
+                finite = tf.logical_and(finite, tf.math.is_finite(tf.add_n([tf.reduce_sum(v) for v in values])))
+
+            def apply():
+                model.optimizer.apply_gradients(zip(grads, variables))
+                return tf.constant(True)
+
+            tf.cond(finite, apply, lambda: tf.constant(False))
+            return loss, y_pred
+
+        compiled = tf.function(step, reduce_retracing=True)
+
+        def call(x, y):
+            loss, y_pred = compiled(x, y)
+            return float(loss), y_pred.numpy()  # what the replica takes out of every step
+        return call
+
+    keras_model = _model(workload).model
+    ours = _model(workload)
+    return _take_turns({
+        "keras train_on_batch": rate(lambda x, y: keras_model.train_on_batch(x, y)),
+        "replica's fused step": rate(lambda batch: ours.train_step(batch, return_gradients=False), pairs=False),
+        # the step a replica with peers takes, its rows gathered, without taking them out of TensorFlow
+        "fused step with message rows": rate(lambda x, y: [float(r) if i == 0 else r.numpy() for i, r in
+                                                          enumerate(ours._train_fn(x, y)[:2])]),
+        "tape + apply": rate(plain("none")),
+        "tape + apply, guard on every gradient": rate(plain("gradients")),
+        "tape + apply, guard on the loss": rate(plain("loss")),
+        "tape + apply, guard on gradient sums": rate(plain("sums")),
+    }, repeats)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("question", choices=["peer-applies", "alone"])
+    parser.add_argument("--workload", choices=["dense", "sparse"], default="sparse")
+    parser.add_argument("--batches", type=int, default=20, help="alone: batches per timed loop")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    from benchmarks.throughput import workloads
+    from pyflink_tensair.models.keras_adapter import configure_tensorflow_threads
+
+    configure_tensorflow_threads(1, None)  # as the benchmark's replicas and baselines run
+    workload = workloads.get(args.workload)
+    samples = (peer_applies(workload, args.repeats) if args.question == "peer-applies"
+               else alone(workload, args.batches, args.repeats))
+    unit = "" if args.question == "peer-applies" else " batches/s"
+    print(f"{args.question}, {args.workload}: median [min, max] of {args.repeats}")
+    for name, values in samples.items():
+        print(f"  {name:42s} {_summary(values)}{unit}")
+
+
+if __name__ == "__main__":
+    main()
