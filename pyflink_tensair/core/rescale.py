@@ -82,7 +82,7 @@ class Rescale:
               model_versions: Optional[Mapping[int, int]] = None) -> "Rescale":
         """Replica ``replica_id`` of ``replicas`` has adopted ``adopted`` (old replica id -> its
         model state) of ``old_replicas``; ``model_versions``: their model versions."""
-        if not 1 <= old_replicas or any(not 0 <= old < old_replicas for old in adopted):
+        if old_replicas < 1 or any(not 0 <= old < old_replicas for old in adopted):
             raise ProtocolError(f"adopted old replicas {sorted(adopted)} of {old_replicas}")
         versions = model_versions or {}
         own = RescaleMessage(replica_id, old_replicas, tuple(sorted(adopted)),
