@@ -4,6 +4,7 @@ the cluster test (test_cluster.py) does it through savepoints."""
 
 import collections
 import contextlib
+import json
 
 import numpy as np
 import pytest
@@ -101,28 +102,72 @@ def test_new_replicas_start_from_the_old_replicas_average_and_train_each_batch_o
     assert sorted(first.trained() + second.trained()) == list(range(24))  # every batch once
     assert sorted(e.replica for e in second.events if isinstance(e, FinalModel)) == list(range(new_count))
     # the job's totals carry over: messages the old replicas sent are counted by their adopters
-    assert sum(r.messages_sent for r in second.replicas) > sum(r.messages_sent for r in first.replicas)
+    sent_since = sum(1 for e in second.events if isinstance(e, Broadcast) and not isinstance(e.message, RescaleMessage))
+    assert sum(r.messages_sent for r in second.replicas) == sum(r.messages_sent for r in first.replicas) + sent_since
 
 
-def test_a_checkpoint_inside_the_merge_restores_and_the_merge_completes():
+def test_a_checkpoint_inside_one_replicas_merge_restores_and_every_merge_completes():
+    """The loop's messages are in no checkpoint: one taken when replica 1 has merged and replica 0
+    has not yet heard from it. After the restore replica 1 must send its part again, or replica 0
+    waits for ever."""
     first = _first_run(make_regression_batches(8, 3, seed=4))
     snapshots = [r.snapshot() for r in first.replicas]
-    second = _rescaled(snapshots, [[0, 1], []], 2)
-    merging = second.replicas[0].snapshot()  # replica 0 has not yet heard from replica 1
-    assert "rescale/meta" in merging
-    restored = _replicas(2)[0]
-    restored.restore(merging)
-    second.replicas[0] = restored
-    second.pending.clear()  # the loop's messages are in no checkpoint
     with _merges() as merged:
-        second.take(0, restored.resend())  # sends its rescale message again
-        second.replicas[1] = _replicas(2)[1]  # restored from the same checkpoint, before its open marker
-        second.take(1, second.replicas[1].adopt(2, {}))
-        second.deliver()
-    assert len(merged) == 2
-    np.testing.assert_array_equal(merged[0]["weights/w"], merged[1]["weights/w"])  # the same bits
-    held = sum(r.held_batches for r in first.replicas)
-    assert restored._rescale is None and restored.held_batches < held  # merged, and training what it held
+        second = _rescaled(snapshots, [[0, 1], []], 2)
+        peer, data = second.pending.popleft()  # replica 0's part reaches replica 1 ...
+        second.take(peer, second.replicas[peer].on_gradient(wire.decode_message(data)))
+        assert peer == 1 and not second.replicas[1].rescaling and second.replicas[0].rescaling
+        checkpoint = [r.snapshot() for r in second.replicas]  # ... replica 1's part to 0 is in flight
+    assert "rescale/meta" in checkpoint[0] and "rescale_sent" in checkpoint[1]
+    restored = _Loop(_replicas(2))
+    for r, replica in enumerate(restored.replicas):
+        replica.restore(checkpoint[r])
+    with _merges() as merged_again:
+        for r, replica in enumerate(restored.replicas):
+            restored.take(r, replica.resend())
+        restored.deliver()
+    assert not any(r.rescaling for r in restored.replicas)
+    np.testing.assert_array_equal(merged_again[0]["weights/w"], merged[0]["weights/w"])  # the same bits
+    # replica 1 keeps its part until replica 0 has sent it something from after its merge
+    batches = make_regression_batches(4, 3, seed=6)
+    for i, batch in enumerate(batches):
+        restored.take(i % 2, restored.replicas[i % 2].on_batch(batch))
+        restored.deliver()
+    assert "rescale_sent" not in restored.replicas[1].snapshot()
+
+
+def test_a_peers_messages_from_after_its_merge_wait_for_this_replicas_merge():
+    snapshots = [r.snapshot() for r in _first_run(make_regression_batches(9, 3, seed=8), n=3).replicas]
+    second = _rescaled(snapshots, [[0], [1], [2]], 3)
+    parts = {(peer, wire.decode_message(data).sender): data for peer, data in second.pending}
+    second.pending.clear()
+    late = second.replicas[0]
+    for sender in (1, 2):  # replicas 1 and 2 merge; replica 0 has only replica 1's part
+        for other in (1, 2):
+            if other != sender:
+                second.take(other, second.replicas[other].on_gradient(wire.decode_message(parts[(other, sender)])))
+        second.take(sender, second.replicas[sender].on_gradient(wire.decode_message(parts[(sender, 0)])))
+    second.take(0, late.on_gradient(wire.decode_message(parts[(0, 1)])))
+    second.pending.clear()
+    batch = make_regression_batches(1, 3, seed=9)[0]
+    events = second.replicas[1].on_batch(batch)  # trained on 1's merged model, its gradient sent to 0
+    message = next(e.message for e in events if isinstance(e, Broadcast))
+    second.take(0, late.on_gradient(message))
+    assert late.rescaling and late.messages_applied == 0  # held until its own merge
+    with _merges() as merged:
+        second.take(0, late.on_gradient(wire.decode_message(parts[(0, 2)])))
+    assert not late.rescaling and late.messages_applied == 1 and len(merged) == 1
+
+
+def test_a_state_saved_inside_a_merge_or_by_a_synchronous_replica_is_not_merged_again():
+    first = _first_run(make_regression_batches(8, 3, seed=4))
+    merging = _rescaled([r.snapshot() for r in first.replicas], [[0, 1], []], 2).replicas[0].snapshot()
+    with pytest.raises(ProtocolError, match="inside a merge of an earlier rescale"):
+        _replicas(1)[0].adopt(2, {0: merging})
+    sync = _Loop([Replica(r, LinearModel(3), replicas=2, staleness_bound=0) for r in range(2)])
+    sync.take(0, sync.replicas[0].on_batch(make_regression_batches(1, 3)[0]))
+    with pytest.raises(ProtocolError, match="by a synchronous replica"):
+        _replicas(1)[0].adopt(2, {0: sync.replicas[0].snapshot()})
 
 
 def test_batches_and_peer_messages_wait_for_the_merge():
@@ -147,6 +192,23 @@ def test_a_merge_refuses_what_does_not_add_up():
     a.receive(RescaleMessage(1, 2, (), 0, {}))
     with pytest.raises(ProtocolError, match="adopted \\[0\\]: an old replica's state is missing"):
         a.merged()
+
+
+def test_the_operators_markers_are_records_of_the_wire_format():
+    """ReplicaHooks.withMeta (Java) writes the adopt and open markers of a rescale: the bytes
+    encode_record writes for the same meta."""
+    pytest.importorskip("pyflink")
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.java_gateway import get_gateway
+
+    from pyflink_tensair.flink.environment import add_channel_jar
+
+    add_channel_jar(StreamExecutionEnvironment.get_execution_environment())
+    with_meta = get_gateway().jvm.pyflinktensair.checkpoint.ReplicaHooks.withMeta
+    for kind, meta in ((wire.KIND_ADOPT, '{"old_replica":1,"old_replicas":3}'), (wire.KIND_OPEN, '{"old_replicas":12}'),
+                       (wire.KIND_OPEN, '{"old_replicas":2}')):
+        made = bytes(with_meta(wire.encode_marker(kind), meta))
+        assert made == wire.encode_record(kind, json.loads(meta), {})
 
 
 def test_rescale_messages_and_markers_cross_the_wire():

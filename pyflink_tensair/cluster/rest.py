@@ -80,10 +80,11 @@ def running_job(folder: str, timeout: float = 180.0) -> str:
 
 
 # A savepoint that reaches a task while it finishes (e.g. the one-shot start-markers source) is
-# declined, refused by its TaskManager if the task has just gone, or not triggered while the
-# JobManager sees the task between running and finished; the job runs on, and the same savepoint
-# a moment later succeeds.
-_TRANSIENT_DECLINES = ("task is closing", "checkpoint request for unknown task", "is not being executed at the moment")
+# declined ("task is closing", or "tasks not ready" from a task that is not running), refused by
+# its TaskManager if the task has just gone, or not triggered while the JobManager sees the task
+# between running and finished; the job runs on, and the same savepoint a moment later succeeds.
+_TRANSIENT_DECLINES = ("task is closing", "checkpoint request for unknown task", "is not being executed at the moment",
+                       "tasks not ready")
 
 
 class _SavepointDeclined(RuntimeError):

@@ -177,6 +177,10 @@ class Replica:
         self.messages_resent = 0
         self._last_mode: Optional[ModeMessage] = None  # the newest mode change sent: re-sent after a restore
         self._rescale: Optional[Rescale] = None  # a merge of the old replicas' models in progress (adopt)
+        # after the merge: this replica's own part, sent again after a restore until every peer has
+        # sent it a message from after its own merge (a restore may bring a peer back mid-merge)
+        self._rescale_sent: Optional[RescaleMessage] = None
+        self._heard_since_merge: set = set()
         self.input_ended = False
         self.done_sent = False
         self.finished = False
@@ -200,6 +204,11 @@ class Replica:
     def synchronous(self) -> bool:
         """Whether the replica runs synchronous SGD (``staleness_bound == 0``; ``rule`` is the rule)."""
         return self.staleness_bound == 0
+
+    @property
+    def rescaling(self) -> bool:
+        """Whether the replica is merging the old replicas' models (a rescale, :meth:`adopt`)."""
+        return self._rescale is not None
 
     @property
     def held_batches(self) -> int:
@@ -271,6 +280,10 @@ class Replica:
         if self._rescale is not None:  # a peer that merged first: handled on the merged model
             self._rescale.early.append(message)
             return out
+        if self._rescale_sent is not None:  # a peer sends nothing else before its merge
+            self._heard_since_merge.add(message.sender)
+            if len(self._heard_since_merge) == len(self._peers):
+                self._rescale_sent, self._heard_since_merge = None, set()
         if isinstance(message, RefusedMessage):
             self._on_refused(message, out)
             self._drain(out)
@@ -350,8 +363,8 @@ class Replica:
         then the messages some peer may not hold (sent before the snapshot, never
         acknowledged), oldest first, and the done marker if it was sent."""
         out: List[Event] = [self._metrics("restored", None)]
-        if self._rescale is not None:  # a merge in progress: peers drop a repeat
-            out.append(Broadcast(self._rescale.own))
+        if self._rescale is not None or self._rescale_sent is not None:  # peers that hold it drop a repeat
+            out.append(Broadcast(self._rescale.own if self._rescale is not None else self._rescale_sent))
         for step in sorted(self._unacked):
             out.append(Broadcast(dataclasses.replace(self._unacked[step], acks=self._acks())))
         if self._last_mode is not None:  # receivers keep only the newest: a repeat changes nothing
@@ -532,7 +545,8 @@ class Replica:
 
     def _drain(self, out: List[Event]) -> None:
         """Trains held batches while the bound allows, then moves towards the end states."""
-        if self._rescale is not None:
+        if self._rescale is not None:  # the merged model trains them: meanwhile, slow the input down
+            self.saturated = len(self._held) >= self.pressure_at
             return
         while self._held and (not self.training or not self.rule.blocked()):
             batch = self._held.popleft()
@@ -669,6 +683,9 @@ class Replica:
             state["policy"] = _as_uint8(json.dumps(self.policy.snapshot(), separators=(",", ":")).encode())
         if self._rescale is not None:
             state.update(self._rescale.snapshot())
+        if self._rescale_sent is not None:
+            state["rescale_sent"] = _as_uint8(wire.encode_message(self._rescale_sent))
+            state["rescale_heard"] = np.array(sorted(self._heard_since_merge), np.int64)
         return state
 
     def restore(self, state: Dict[str, np.ndarray]) -> None:
@@ -691,6 +708,9 @@ class Replica:
         if self.policy is not None and "policy" in state:
             self.policy = AutoPolicy.restore(json.loads(state["policy"].tobytes().decode()))
         self._rescale = Rescale.restore(self.id, state)
+        self._rescale_sent = (cast(RescaleMessage, wire.decode_message(state["rescale_sent"].tobytes()))
+                              if "rescale_sent" in state else None)
+        self._heard_since_merge = {int(p) for p in state.get("rescale_heard", [])}
 
     # Counts that add up over the replicas (the job's totals): an adopting replica adds the old ones'.
     _TOTALS = ("messages_sent", "bytes_sent", "dense_bytes_sent", "messages_applied", "duplicates_dropped",
@@ -711,6 +731,11 @@ class Replica:
         versions = {}
         for old in sorted(states):
             state = states[old]
+            if "rescale/meta" in state or any(k.startswith("sync/") for k in state):
+                raise ProtocolError(
+                    f"old replica {old}'s state was saved {'inside a merge of an earlier rescale' if 'rescale/meta' in state else 'by a synchronous replica'}"
+                    f": it cannot be merged. Resume with the replica count it was saved with ({old_replicas}) and "
+                    "rescale from a later checkpoint or savepoint")
             counters = _snapshot_counters(state, self._POSITIONAL_COUNTERS)
             for name in self._TOTALS:
                 setattr(self, name, getattr(self, name) + counters.get(name, 0))
@@ -740,6 +765,8 @@ class Replica:
         self.model.set_state(model)
         self.model_version = version
         self._rescale = None
+        if self.replicas > 1:
+            self._rescale_sent, self._heard_since_merge = rescale.own, set()
         if self.publisher is not None:  # servers catch up with the merged model at once
             self.publisher.reset()
             self.publish(out, force=True)

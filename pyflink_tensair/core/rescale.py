@@ -15,7 +15,9 @@ any old replica reached, so servers and exports see versions grow.
 
 What else carries over is the :class:`~pyflink_tensair.core.replica.Replica`'s to decide (its
 ``adopt``): the old replicas' held batches go to the replica that adopted them, and their counts
-add up there.
+add up there. A replica that has merged keeps its own message and sends it again after a restore
+until every peer has sent it something from after that peer's merge: the loop's messages are in
+no checkpoint, so a restore can bring one replica back merged and its peer not.
 
 Example (three old replicas' models into two new replicas)::
 
@@ -45,6 +47,9 @@ def partial_state(states: Mapping[int, Mapping[str, np.ndarray]]) -> State:
     """The float arrays of ``states`` (old replica id -> model state) summed in id order, the
     other arrays' maximum; ``{}`` for no states."""
     merged: State = {}
+    names = {frozenset(state) for state in states.values()}
+    if len(names) > 1:
+        raise ProtocolError(f"the old replicas' models name different arrays: {sorted(map(sorted, names))!r:.300}")
     for old in sorted(states):
         for name, value in states[old].items():
             value = np.asarray(value)

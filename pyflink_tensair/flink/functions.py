@@ -117,6 +117,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         self._last: Metrics = None
         self._state = ChunkedState(ValueStates(runtime_context))
         self._adopted: Dict[int, dict] = {}  # after a rescale: old replica id -> its state (until open)
+        self._discard_exports = False
         self._snapshot_bytes = self._snapshot_written = self._snapshot_ms = 0
         self._metrics = self._register_metrics(runtime_context.get_metrics_group().add_group("tensair"))
 
@@ -176,10 +177,17 @@ class ReplicaFunction(KeyedCoProcessFunction):
             read[counter] = replica(functools.partial(lambda name, r: getattr(r, name, 0), counter))
         return ReplicaMetrics(group, read)
 
-    def _check_key(self, ctx) -> None:
+    @staticmethod
+    def _current_key(ctx):
         key = ctx.get_current_key()
-        key = key[0] if isinstance(key, (tuple, list)) else key  # Row(key) on the JVM
-        if key != self._keys[self._replica.id]:
+        return key[0] if isinstance(key, (tuple, list)) else key  # Row(key) on the JVM
+
+    def _own_key(self, ctx) -> bool:
+        return self._current_key(ctx) == self._keys[self._replica.id]
+
+    def _check_key(self, ctx) -> None:
+        if not self._own_key(ctx):
+            key = self._current_key(ctx)
             raise ProtocolError(
                 f"subtask {self._replica.id} received key {key}, expected {self._keys[self._replica.id]}: "
                 "replica pinning is broken (was the operator's max parallelism changed?)")
@@ -233,6 +241,8 @@ class ReplicaFunction(KeyedCoProcessFunction):
 
     def on_timer(self, timestamp, ctx):
         began = time.perf_counter()
+        if not self._own_key(ctx):  # an old replica's timer, restored after a rescale: its key serves no replica
+            return
         if timestamp == END_OF_TIME:
             if not self._input_ended:
                 self._input_ended = True
@@ -276,6 +286,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
     def _rescale(self, old_replicas: int):
         self._trainer.wait_idle()
         adopted, self._adopted = self._adopted, {}
+        self._discard_exports = self._exporter is not None  # a lost attempt's, once the merged version is known
         yield from self._emit(self._replica.adopt(old_replicas, adopted))
 
     def _snapshot(self):
@@ -352,6 +363,11 @@ class ReplicaFunction(KeyedCoProcessFunction):
                 yield self._probes_tag, self._probe_record("final")  # finished: the model no longer changes
 
     def _export(self, replica: Replica) -> list:
+        if replica.rescaling:  # its model is not the merged one yet
+            return []
+        if self._discard_exports:  # after a rescale: exports of an attempt lost before its first checkpoint
+            self._exporter.discard_after(replica.model_version)
+            self._discard_exports = False
         # A failed export (a full disk, a vanished folder) must not end the training it observes:
         # it is counted (the export_failures gauge) and logged, and the next one is tried later.
         try:

@@ -28,7 +28,7 @@ import java.util.Collections;
  * record under each old replica's key whose key group this subtask now holds (the Python function
  * reads that replica's state under its key), then the open record, which names the old count.
  */
-final class ReplicaHooks implements Serializable {
+public final class ReplicaHooks implements Serializable {
 
     private static final long serialVersionUID = 1L;
 
@@ -124,7 +124,7 @@ final class ReplicaHooks implements Serializable {
      * Python) with {@code metaJson} as its meta: its magic, version and kind, then the header
      * length, the header, and zeros up to a multiple of 8 bytes ({@code core/wire.py}).
      */
-    static byte[] withMeta(byte[] template, String metaJson) {
+    public static byte[] withMeta(byte[] template, String metaJson) {
         byte[] header = ("{\"meta\":" + metaJson + ",\"tensors\":[]}").getBytes(StandardCharsets.UTF_8);
         int prefix = 12;  // magic (4), version (1), kind (1), reserved (2), header length (4)
         int length = prefix + header.length;
