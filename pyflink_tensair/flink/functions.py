@@ -197,17 +197,23 @@ class ReplicaFunction(KeyedCoProcessFunction):
 
     def process_element1(self, value, ctx):
         began = time.perf_counter()
-        if self._is_adopt_marker(value):  # under an old replica's key: not this subtask's own
+        try:
+            kind, error = wire.peek_kind(value), None
+        except WireFormatError as err:
+            kind, error = None, err
+        if kind == wire.KIND_ADOPT:  # under an old replica's key: not this subtask's own
             self._adopt(value, ctx)
             return
         self._check_key(ctx)
         self._inputs += 1
-        try:
-            kind = wire.peek_kind(value)
-            batch = wire.decode_batch(value) if kind == wire.KIND_BATCH else None
-        except WireFormatError as err:  # bytes that are no batch: set aside (or, by policy, fail the job)
-            kind, batch = None, None
-            letter = DeadLetter("not_a_record", str(err), "batch", "replica", -self._inputs, preview(wire.as_bytes(value)))
+        batch = None
+        if kind == wire.KIND_BATCH:
+            try:
+                batch = wire.decode_batch(value)
+            except WireFormatError as err:
+                kind, error = None, err
+        if error is not None:  # bytes that are no batch: set aside (or, by policy, fail the job)
+            letter = DeadLetter("not_a_record", str(error), "batch", "replica", -self._inputs, preview(wire.as_bytes(value)))
             self._trainer.call(lambda replica: replica.set_aside(letter))
         if kind == wire.KIND_OPEN:
             old_replicas = wire.rescale_of(value)[1]
@@ -262,13 +268,6 @@ class ReplicaFunction(KeyedCoProcessFunction):
             if self._exporter is not None:  # exports of the lost run, newer than the restored model
                 self._exporter.discard_after(self._replica.model_version)
             yield from self._emit(self._replica.resend())
-
-    @staticmethod
-    def _is_adopt_marker(value) -> bool:
-        try:
-            return wire.peek_kind(value) == wire.KIND_ADOPT
-        except WireFormatError:
-            return False
 
     def _adopt(self, value, ctx) -> None:
         """After a rescale, an old replica's state under its key (:mod:`~pyflink_tensair.core.rescale`):
