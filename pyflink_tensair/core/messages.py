@@ -109,6 +109,8 @@ class GradientMessage:
     first_step: int
     gradients: Gradients
     acks: Tuple[int, ...] = ()  # see DoneMessage
+    # rows of id tables the sender reset before these gradients (pyflink_tensair.core.row_resets)
+    notices: Mapping = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:

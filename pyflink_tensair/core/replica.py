@@ -94,11 +94,11 @@ import numpy as np
 
 from ..config import Mode, TrainConfig, as_train_config
 from ..drift.policy import AutoPolicy
-from ..errors import BadInputError, BatchRejectedError, ConfigError, ProtocolError
+from ..errors import BadInputError, BatchRejectedError, ConfigError, ModelError, ProtocolError, WireFormatError
 from . import wire
 from .events import Broadcast, FinalModel, Metrics, ModeChange, Prediction, weights_digest
 from .gradients import dense_nbytes, round_sparse_values, scale_gradients
-from .guards import BatchSpec, check_batch, check_norm, check_tensors, gradient_norm, variable_shapes
+from .guards import BatchSpec, Refusal, check_batch, check_norm, check_tensors, gradient_norm, variable_shapes
 from .messages import (Batch, DeadLetter, DoneMessage, GradientMessage, Gradients, ModeMessage, PeerMessage,
                        RefusedMessage, RescaleMessage, SparseGradient, WeightsMessage, preview)
 from .model_api import StepResult, TrainableModel
@@ -106,6 +106,7 @@ from ..validation import is_int
 from .peer_updates import check_model as check_peer_model
 from .peers import PeerState, ahead_arrays, peer_arrays, restore_peers
 from .rescale import Rescale
+from .row_resets import Notices, RowResets, TableNotices, batch_notices, decode_notices, encode_notices, merge_notices
 from .update_rules import UpdateRule, rule_for
 from .updates import UpdatePublisher
 
@@ -181,6 +182,9 @@ class Replica:
         # sent it a message from after its own merge (a restore may bring a peer back mid-merge)
         self._rescale_sent: Optional[RescaleMessage] = None
         self._heard_since_merge: set = set()
+        # id tables' rows: generations and ids (core.row_resets); notices to pass on in the next gradient message
+        self.rows = RowResets()
+        self._notices_out: Dict[str, TableNotices] = {}
         self.input_ended = False
         self.done_sent = False
         self.finished = False
@@ -233,6 +237,11 @@ class Replica:
             raise ProtocolError(f"replica {self.id} received a batch after its input ended")
         refusal = check_batch(batch, self._batch_spec, needs_labels=self.mode is not Mode.SERVE,
                               max_bytes=self.guards.max_batch_bytes)
+        if refusal is None:
+            try:
+                batch_notices(batch)
+            except WireFormatError as err:
+                refusal = Refusal("not_a_record", str(err))
         if refusal is not None:
             return self.set_aside(DeadLetter(refusal.reason, refusal.detail, "batch", "replica", batch.id,
                                              preview(batch_summary(batch))))
@@ -289,6 +298,8 @@ class Replica:
             self._drain(out)
             return out
         if isinstance(message, (GradientMessage, WeightsMessage)) and not self._is_repeat(message):
+            if isinstance(message, GradientMessage):  # rows that changed hands, before the gradient that may use them
+                self._apply_notices(message.notices, own=False)
             refusal, message = self._admit(message)
             if refusal is not None:
                 self.messages_rejected += 1
@@ -413,8 +424,22 @@ class Replica:
             if self.policy.on_peer_drift():
                 self._change_mode("peer_drift", batch, self._pending_origin, {}, out)
 
+    def _apply_notices(self, notices: Notices, *, own: bool) -> None:
+        """Resets the rows of id tables that changed hands (:mod:`~pyflink_tensair.core.row_resets`);
+        notices from this replica's own batches go on to its peers in its next gradient message."""
+        if not notices:
+            return
+        reset = getattr(self.model, "reset_rows", None)
+        if reset is None:
+            raise ModelError(f"replica {self.id} received row notices of id tables {sorted(notices)}, but its model "
+                             "has no reset_rows (a TrainableModel over a Keras model with Embedding layers has)")
+        applied = self.rows.apply(notices, reset)
+        if own and applied and self._peers:
+            self._notices_out = merge_notices(self._notices_out, applied)
+
     def _serve(self, batch: Batch, out: List[Event]) -> None:
         self._reach(batch, out)
+        self._apply_notices(batch_notices(batch), own=True)
         if self.training:  # a peer's drift reached here: this batch is the first of the new concept
             self._train(batch, out)
             return
@@ -490,6 +515,7 @@ class Replica:
 
     def _train(self, batch: Batch, out: List[Event]) -> None:
         self._reach(batch, out)
+        self._apply_notices(batch_notices(batch), own=True)
         staleness = self.rule.staleness()
         fused = self.rule.fused
         if fused:  # computed and applied in one call; the gradient leaves the model only for peers
@@ -535,6 +561,8 @@ class Replica:
         if isinstance(message, ModeMessage):
             self._last_mode = message
         if isinstance(message, GradientMessage):
+            if self._notices_out:
+                message, self._notices_out = dataclasses.replace(message, notices=self._notices_out), {}
             self.bytes_sent += _payload_nbytes(message.gradients, self.sparse_values)
             self.dense_bytes_sent += dense_nbytes(message.gradients)
             self._unacked[message.step] = message
@@ -686,6 +714,9 @@ class Replica:
         if self._rescale_sent is not None:
             state["rescale_sent"] = _as_uint8(wire.encode_message(self._rescale_sent))
             state["rescale_heard"] = np.array(sorted(self._heard_since_merge), np.int64)
+        state.update(self.rows.snapshot())
+        if self._notices_out:
+            state["notices_out"] = _as_uint8(encode_notices(self._notices_out).encode("utf-8"))
         return state
 
     def restore(self, state: Dict[str, np.ndarray]) -> None:
@@ -711,6 +742,8 @@ class Replica:
         self._rescale_sent = (cast(RescaleMessage, wire.decode_message(state["rescale_sent"].tobytes()))
                               if "rescale_sent" in state else None)
         self._heard_since_merge = {int(p) for p in state.get("rescale_heard", [])}
+        self.rows.restore(state)
+        self._notices_out = decode_notices(state["notices_out"].tobytes().decode("utf-8")) if "notices_out" in state else {}
 
     # Counts that add up over the replicas (the job's totals): an adopting replica adds the old ones'.
     _TOTALS = ("messages_sent", "bytes_sent", "dense_bytes_sent", "messages_applied", "duplicates_dropped",
@@ -742,6 +775,7 @@ class Replica:
             self._position = max(self._position, counters.get("position", -1))
             versions[old] = counters.get("model_version", 0)
             self._held.extend(wire.decode_batch(state[k].tobytes()) for k in sorted(state) if k.startswith("held/"))
+            self.rows.adopt(state)
         models = {old: {k[len("model/"):]: v for k, v in state.items() if k.startswith("model/")}
                   for old, state in states.items()}
         self._rescale = Rescale.start(self.id, self.replicas, old_replicas, models, versions)

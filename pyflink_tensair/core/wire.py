@@ -39,6 +39,7 @@ import numpy as np
 from ..config import SPARSE_VALUES
 from ..errors import WireFormatError
 from ..validation import is_int
+from . import row_resets
 from .messages import (DEAD_LETTER_REASONS, MODE_REASONS, Batch, DeadLetter, DoneMessage, GradientMessage, Gradients,
                        ModeMessage, PeerMessage, RefusedMessage, RescaleMessage, SparseGradient, WeightsMessage)
 
@@ -319,6 +320,8 @@ def encode_message(message: PeerMessage, sparse_values: str = "float32") -> byte
     meta = {"sender": message.sender, "step": message.step, "first_step": message.first_step,
             "sparse": json.dumps(sparse, separators=(",", ":")), "order": json.dumps(list(message.gradients)),
             "acks": [int(a) for a in message.acks]}
+    if message.notices:
+        meta[row_resets.NOTICES] = row_resets.encode_notices(message.notices)
     return encode_record(KIND_GRADIENT, meta, tensors)
 
 
@@ -368,7 +371,8 @@ def decode_message(data) -> PeerMessage:
             raise WireFormatError(f"gradient record lists {name!r} but carries no such tensor")
     if tensors:
         raise WireFormatError(f"gradient record has unexpected tensors {sorted(tensors)}")
-    return GradientMessage(sender=sender, step=step, first_step=first_step, gradients=gradients, acks=_acks(meta))
+    return GradientMessage(sender=sender, step=step, first_step=first_step, gradients=gradients, acks=_acks(meta),
+                           notices=row_resets.decode_notices(meta.get(row_resets.NOTICES)))
 
 
 def _decode_mode(meta: Mapping, tensors: Mapping) -> ModeMessage:

@@ -26,6 +26,7 @@ import contextlib
 import os
 import random
 import threading
+import zlib
 from typing import Callable, Dict, Mapping, Optional, Union
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -37,6 +38,7 @@ import tensorflow as tf  # noqa: E402
 
 from ..core.messages import Batch, Gradients, SparseGradient  # noqa: E402
 from ..core.model_api import StepResult  # noqa: E402
+from ..core.row_resets import fresh_rows  # noqa: E402
 from ..config import SPARSE_VALUES  # noqa: E402
 from ..core.guards import BatchSpec  # noqa: E402
 from ..errors import BatchRejectedError, ModelError  # noqa: E402
@@ -336,6 +338,34 @@ class KerasModelAdapter:
                                                                tf.convert_to_tensor(value.indices)))
             elif value is not None:
                 variable.assign(value)
+
+    def reset_rows(self, table: str, layers, rows: np.ndarray, generations: np.ndarray) -> None:
+        """Rows ``rows`` of the embedding ``layers`` (by name) start afresh: weights drawn anew as
+        the layer's initializer draws them (the same numbers in every replica for the same
+        table, layer, row and generation: :func:`~pyflink_tensair.core.row_resets.fresh_rows`),
+        the optimizer's slots for them zero (:mod:`pyflink_tensair.core.row_resets`)."""
+        for name in layers:
+            try:
+                layer = self.model.get_layer(name)
+            except ValueError:
+                raise ModelError(f"id table {table!r} indexes layer {name!r}, which the model does not have") from None
+            variable = getattr(layer, "embeddings", None)
+            if variable is None:
+                raise ModelError(f"id table {table!r} indexes layer {name!r}, which is not an Embedding layer")
+            if int(variable.shape[0]) <= int(rows.max(initial=0)):
+                raise ModelError(f"id table {table!r} resets row {int(rows.max())} of layer {name!r}, which has "
+                                 f"{int(variable.shape[0])} rows: give the layer the table's rows")
+            initializer = keras.initializers.serialize(layer.embeddings_initializer)
+            salt = [zlib.crc32(f"{table}/{name}".encode("utf-8"))]
+            fresh = fresh_rows(initializer, rows, generations, int(variable.shape[1]), salt,
+                               np.dtype(variable.dtype))
+            indices = tf.convert_to_tensor(rows)
+            variable.value.scatter_update(tf.IndexedSlices(tf.convert_to_tensor(fresh), indices))
+            prefix = variable.path.replace("/", "_") + "_"
+            for slot in self.model.optimizer.variables:
+                if slot.name.startswith(prefix) and tuple(slot.shape) == tuple(variable.shape):
+                    zeros = tf.zeros([len(rows), *slot.shape[1:]], slot.dtype)
+                    slot.value.scatter_update(tf.IndexedSlices(zeros, indices))
 
     def get_state(self) -> Dict[str, np.ndarray]:
         state = {f"weights/{i:04d}/{v.path}": np.array(v.numpy()) for i, v in enumerate(self.model.weights)}

@@ -29,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import math
+from typing import Generator, List, Sequence
 
 import numpy as np
 
@@ -63,37 +64,50 @@ class LineChunkBatches:
 
     def __call__(self, chunk):
         number, before, lines = int(chunk[0]), int(chunk[1]), list(chunk[2:])
-        good = []
-        for i, line in enumerate(lines):
-            if REPLACEMENT in line:
-                yield wire.encode_dead_letter(DeadLetter(
-                    "bad_utf8", "the record is not valid UTF-8 (the string deserializer replaced bytes with U+FFFD)",
-                    "line", "kafka", before + i, preview(line)))
-            else:
-                good.append(line)
+        good = yield from good_lines(before, lines)
         encoded = encode_corpus(self.corpus.vocabulary, good)
-        if not encoded:
-            return
-        settings = dict(self.corpus.settings)
-        size = settings["batch_size"]
-        settings["seed"] = settings["seed"] * (1 << 32) + number
-        skipgrams = SkipGramBatches(encoded, self.corpus.vocabulary.counts, **settings)
-        targets, contexts = skipgrams.pairs(0)
-        if targets.size == 0:
-            return
-        count = math.ceil(targets.size / size)
-        if count > CHUNK_IDS:
-            raise DataError(f"chunk {number} makes {count} batches of {size} pairs, more than {CHUNK_IDS}: "
-                            "use fewer lines per chunk")
-        extra = count * size - targets.size
-        if extra:
-            rng = np.random.default_rng([settings["seed"], 3])
-            top_up = rng.choice(targets.size, size=extra, replace=extra > targets.size)
-            targets, contexts = np.concatenate([targets, targets[top_up]]), np.concatenate([contexts, contexts[top_up]])
-        for j in range(count):
-            rows = slice(j * size, (j + 1) * size)
-            batch = skipgrams.batch_of(targets[rows], contexts[rows], number * CHUNK_IDS + j)
+        for batch in chunk_batches(number, encoded, self.corpus.vocabulary.counts, self.corpus.settings):
             if self.pacer is not None:
                 batch = Batch(batch.x, batch.y, {**batch.meta, **self.pacer.meta(batch.id, position=self._made)})
             self._made += 1
             yield wire.encode_batch(batch)
+
+
+def good_lines(before: int, lines: Sequence[str]) -> Generator[bytes, None, List[str]]:
+    """Yields an encoded dead letter for each line that is not UTF-8 (line ``i`` is at stream
+    position ``before + i``); returns the other lines."""
+    good = []
+    for i, line in enumerate(lines):
+        if REPLACEMENT in line:
+            yield wire.encode_dead_letter(DeadLetter(
+                "bad_utf8", "the record is not valid UTF-8 (the string deserializer replaced bytes with U+FFFD)",
+                "line", "kafka", before + i, preview(line)))
+        else:
+            good.append(line)
+    return good
+
+
+def chunk_batches(number: int, encoded: List[np.ndarray], counts: np.ndarray, settings: dict) -> List[Batch]:
+    """The skip-gram batches of chunk ``number``'s encoded lines (word ids; ``counts`` per id for
+    subsampling and negatives; ``settings``: window, negatives, batch_size, subsample, seed),
+    numbered ``number * CHUNK_IDS + j``; the last one topped up with pairs of the same chunk."""
+    if not encoded:
+        return []
+    settings = dict(settings)
+    size = settings["batch_size"]
+    settings["seed"] = settings["seed"] * (1 << 32) + number
+    skipgrams = SkipGramBatches(encoded, counts, **settings)
+    targets, contexts = skipgrams.pairs(0)
+    if targets.size == 0:
+        return []
+    count = math.ceil(targets.size / size)
+    if count > CHUNK_IDS:
+        raise DataError(f"chunk {number} makes {count} batches of {size} pairs, more than {CHUNK_IDS}: "
+                        "use fewer lines per chunk")
+    extra = count * size - targets.size
+    if extra:
+        rng = np.random.default_rng([settings["seed"], 3])
+        top_up = rng.choice(targets.size, size=extra, replace=extra > targets.size)
+        targets, contexts = np.concatenate([targets, targets[top_up]]), np.concatenate([contexts, contexts[top_up]])
+    return [skipgrams.batch_of(targets[j * size:(j + 1) * size], contexts[j * size:(j + 1) * size], number * CHUNK_IDS + j)
+            for j in range(count)]

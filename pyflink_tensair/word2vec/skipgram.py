@@ -60,8 +60,9 @@ class SkipGramBatches:
     def __init__(self, lines: Encoded, counts: np.ndarray, *, window: int = 3, negatives: int = 4,
                  batch_size: int = 2048, subsample: float = 1e-3, seed: int = 0, shuffle: bool = True):
         counts = np.asarray(counts, dtype=np.float64)
-        if counts.ndim != 1 or counts.size < 2 or (counts <= 0).any():
-            raise DataError("counts must hold a positive count for each of at least two words")
+        if counts.ndim != 1 or (counts < 0).any() or np.count_nonzero(counts) < 2:
+            raise DataError("counts must hold a count >= 0 for each word, at least two of them positive "
+                            "(a word of count 0, such as an id table's free row, is never drawn)")
         if window < 1 or negatives < 0 or batch_size < 1 or subsample < 0:
             raise ConfigError(f"need window >= 1, negatives >= 0, batch_size >= 1 and subsample >= 0. Received: "
                              f"window={window}, negatives={negatives}, batch_size={batch_size}, subsample={subsample}")
@@ -69,12 +70,15 @@ class SkipGramBatches:
         if self.ids.size and (self.ids.min() < 0 or self.ids.max() >= counts.size):
             raise DataError(f"word ids must lie in [0, {counts.size}) (one count per word). Received ids in "
                              f"[{self.ids.min()}, {self.ids.max()}]")
+        if self.ids.size and (counts[self.ids] == 0).any():
+            raise DataError("every word of the corpus needs a positive count")
         self.window, self.negatives, self.batch_size = int(window), int(negatives), int(batch_size)
         self.subsample, self.seed, self.shuffle = float(subsample), int(seed), bool(shuffle)
         noise = counts ** 0.75
         self._noise_cdf = np.cumsum(noise / noise.sum())
         if subsample:
-            ratio = subsample * counts.sum() / counts
+            with np.errstate(divide="ignore"):
+                ratio = subsample * counts.sum() / counts
             self._keep = np.minimum(1.0, np.sqrt(ratio) + ratio)
         else:
             self._keep = None

@@ -1,0 +1,245 @@
+"""Rows of embedding tables that change hands: the notices batches and messages carry, and the
+generations a replica keeps so that it resets each row once per new id.
+
+An :class:`~pyflink_tensair.embeddings.table.IdTable` in the batch maker gives a row to a new
+id, perhaps a row an old id held. Every replica must then reset that row (its weights to fresh
+initial values, its optimizer slots to zero) at the same point of the stream, or the new id
+inherits the old one's vector. A row's *generation* counts its ids: a notice
+``(row, generation, id)`` says "from here on, ``row`` is ``id``'s".
+
+- A batch carries the notices of the last few batches (``meta[NOTICES]``), so every replica meets
+  a notice in its own batches before it trains on the row's new id.
+- A gradient message carries the notices its sender applied from its own batches, so a peer
+  applies them before the gradient that may use the fresh row (synchronous replicas: before the
+  step's average, so they stay bit-identical).
+- :class:`RowResets` keeps each row's generation and id: a notice is applied once (the newest
+  generation wins), whichever way it arrives first. Its map is what exports carry.
+
+Fresh values depend only on (table, layer, row, generation) and the layer's initializer, so
+every replica draws the same numbers without a copy of the initial table.
+
+Example::
+
+    >>> resets = RowResets()
+    >>> notices = {"words": TableNotices(3, ("emb",), (Reassignment(1, 1, "cat"),))}
+    >>> done = []
+    >>> applied = resets.apply(notices, lambda table, layers, rows, generations: done.append(rows.tolist()))
+    >>> done, resets.mapping("words"), resets.apply(notices, None)
+    ([[1]], {'cat': 1}, {})
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable, Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import ConfigError, WireFormatError
+
+NOTICES = "row_notices"
+"""The batch meta key (and gradient message meta key) that holds the notices, as JSON text."""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """An id table's name and the embedding layers (by name) whose rows its ids index: word2vec's
+    words index ``target_embedding`` and ``context_embedding``."""
+
+    name: str
+    layers: Tuple[str, ...]
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name or "/" in self.name:
+            raise ConfigError(f"a table's name is a non-empty string without '/'. Received: {self.name!r}")
+        object.__setattr__(self, "layers", tuple(self.layers))
+        if not all(isinstance(layer, str) and layer for layer in self.layers):
+            raise ConfigError(f"a table's layers are layer names. Received: {self.layers!r}")
+
+    def to_json(self) -> str:
+        return json.dumps({"name": self.name, "layers": list(self.layers)})
+
+    @classmethod
+    def from_json(cls, text: str) -> "TableSpec":
+        data = json.loads(text)
+        return cls(data["name"], tuple(data["layers"]))
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """``row`` holds ``id`` from here on; ``generation`` counts the ids the row has held."""
+
+    row: int
+    generation: int
+    id: Hashable
+
+
+@dataclass(frozen=True)
+class TableNotices:
+    """The reassignments of one table, with the table's row count and layers."""
+
+    rows: int
+    layers: Tuple[str, ...]
+    reassigned: Tuple[Reassignment, ...]
+
+
+Notices = Mapping[str, TableNotices]
+Reset = Callable[[str, Tuple[str, ...], np.ndarray, np.ndarray], None]
+"""``reset(table, layers, rows, generations)``: the model's part (fresh rows, zero slots)."""
+
+
+def encode_notices(notices: Notices) -> str:
+    """The JSON text of ``notices`` (for ``meta[NOTICES]``)."""
+    return json.dumps({name: {"rows": n.rows, "layers": list(n.layers),
+                              "reassigned": [[r.row, r.generation, r.id] for r in n.reassigned]}
+                       for name, n in notices.items()}, separators=(",", ":"))
+
+
+def decode_notices(text: Optional[str]) -> Dict[str, TableNotices]:
+    """``meta[NOTICES]`` back as notices; ``{}`` for ``None``. Malformed notices raise
+    :class:`~pyflink_tensair.errors.WireFormatError`."""
+    if text is None:
+        return {}
+    try:
+        data = json.loads(text)
+        notices = {}
+        for name, table in data.items():
+            rows = int(table["rows"])
+            reassigned = tuple(Reassignment(int(r), int(g), i) for r, g, i in table["reassigned"])
+            if any(not 0 < r.row < rows or r.generation < 1 for r in reassigned):
+                raise ValueError("a row outside the table or a generation below 1")
+            notices[str(name)] = TableNotices(rows, tuple(str(layer) for layer in table["layers"]), reassigned)
+        return notices
+    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        raise WireFormatError(f"malformed row notices: {type(err).__name__}: {err}") from None
+
+
+def batch_notices(batch) -> Dict[str, TableNotices]:
+    """The notices a :class:`~pyflink_tensair.core.messages.Batch` carries (``{}`` for none)."""
+    return decode_notices(batch.meta.get(NOTICES))
+
+
+def merge_notices(*groups: Notices) -> Dict[str, TableNotices]:
+    """The notices of ``groups`` together, each (table, row, generation) once, in order."""
+    merged: Dict[str, Tuple[int, Tuple[str, ...], Dict[Tuple[int, int], Reassignment]]] = {}
+    for group in groups:
+        for name, table in group.items():
+            entry = merged.setdefault(name, (table.rows, table.layers, {}))
+            for r in table.reassigned:
+                entry[2].setdefault((r.row, r.generation), r)
+    return {name: TableNotices(rows, layers, tuple(found.values())) for name, (rows, layers, found) in merged.items()}
+
+
+class RowResets:
+    """A replica's view of its id tables: each row's generation and id. :meth:`apply` resets the
+    rows whose notice is newer than what the replica has (once each) and remembers them."""
+
+    def __init__(self):
+        self.generations: Dict[str, np.ndarray] = {}
+        self.ids: Dict[str, List[Optional[Hashable]]] = {}
+        self.layers: Dict[str, Tuple[str, ...]] = {}
+
+    def apply(self, notices: Notices, reset: Optional[Reset]) -> Dict[str, TableNotices]:
+        """Resets (through ``reset``) every row whose notice has a newer generation; returns the
+        notices applied (``{}`` when none was new)."""
+        applied: Dict[str, TableNotices] = {}
+        for name, table in notices.items():
+            generations = self._table(name, table)
+            newest: Dict[int, Reassignment] = {}
+            for r in table.reassigned:
+                if r.generation > generations[r.row] and (r.row not in newest or r.generation > newest[r.row].generation):
+                    newest[r.row] = r
+            if not newest:
+                continue
+            chosen = sorted(newest.values(), key=lambda r: r.row)
+            rows = np.array([r.row for r in chosen], np.int64)
+            gens = np.array([r.generation for r in chosen], np.int64)
+            if reset is not None:
+                reset(name, table.layers, rows, gens)
+            generations[rows] = gens
+            for r in chosen:
+                self.ids[name][r.row] = r.id
+            applied[name] = TableNotices(table.rows, table.layers, tuple(chosen))
+        return applied
+
+    def _table(self, name: str, table: TableNotices) -> np.ndarray:
+        if name not in self.generations:
+            self.generations[name] = np.zeros(table.rows, np.int64)
+            self.ids[name] = [None] * table.rows
+            self.layers[name] = table.layers
+        elif self.generations[name].shape[0] != table.rows or self.layers[name] != table.layers:
+            raise WireFormatError(f"row notices for table {name!r} of {table.rows} rows over {table.layers}; this "
+                                  f"replica's has {self.generations[name].shape[0]} rows over {self.layers[name]}")
+        return self.generations[name]
+
+    def adopt(self, state: Mapping[str, np.ndarray]) -> None:
+        """Takes in another replica's rows (a rescale's old replica): per row, the newer generation
+        and its id."""
+        other = RowResets()
+        other.restore(state)
+        for name, generations in other.generations.items():
+            mine = self._table(name, TableNotices(int(generations.shape[0]), other.layers[name], ()))
+            newer = np.flatnonzero(generations > mine)
+            mine[newer] = generations[newer]
+            for row in newer.tolist():
+                self.ids[name][row] = other.ids[name][row]
+
+    def mapping(self, name: str) -> Dict[Hashable, int]:
+        """Id -> row of table ``name`` as this replica knows it."""
+        return {i: row for row, i in enumerate(self.ids.get(name, ())) if i is not None}
+
+    def maps(self) -> Dict[str, Dict]:
+        """Every table's map and layers, as exports carry them (JSON-ready)."""
+        return {name: {"layers": list(self.layers[name]), "rows": int(self.generations[name].shape[0]),
+                       "ids": [[i, row] for row, i in enumerate(self.ids[name]) if i is not None]}
+                for name in sorted(self.generations)}
+
+    # ---------------------------------------------------------------- state
+
+    def snapshot(self) -> Dict[str, np.ndarray]:
+        if not self.generations:
+            return {}
+        maps = json.dumps(self.maps(), separators=(",", ":")).encode("utf-8")
+        return {"rows/maps": np.frombuffer(maps, np.uint8),
+                **{f"rows/{name}/generations": g for name, g in self.generations.items()}}
+
+    def restore(self, state: Mapping[str, np.ndarray]) -> None:
+        self.__init__()
+        if "rows/maps" not in state:
+            return
+        for name, table in json.loads(state["rows/maps"].tobytes().decode("utf-8")).items():
+            self.generations[name] = np.array(state[f"rows/{name}/generations"], np.int64)
+            self.layers[name] = tuple(table["layers"])
+            ids: List[Optional[Hashable]] = [None] * int(table["rows"])
+            for identifier, row in table["ids"]:
+                ids[row] = identifier
+            self.ids[name] = ids
+
+
+def fresh_rows(initializer: Mapping, rows: np.ndarray, generations: np.ndarray, width: int, salt: Sequence[int],
+               dtype=np.float32) -> np.ndarray:
+    """Initial values for ``rows`` at ``generations``, drawn as the layer's initializer draws
+    (``initializer``: a Keras initializer's ``{"class_name", "config"}``), seeded by ``salt``,
+    row and generation only. Supported: ``RandomUniform``, ``RandomNormal``,
+    ``TruncatedNormal``, ``Zeros``, ``Ones``, ``Constant``."""
+    kind, config = initializer.get("class_name"), initializer.get("config") or {}
+    out = np.empty((len(rows), width), dtype)
+    for k, (row, generation) in enumerate(zip(rows.tolist(), generations.tolist())):
+        rng = np.random.default_rng([*salt, row, generation])
+        if kind == "RandomUniform":
+            out[k] = rng.uniform(config.get("minval", -0.05), config.get("maxval", 0.05), width)
+        elif kind == "RandomNormal":
+            out[k] = rng.normal(config.get("mean", 0.0), config.get("stddev", 0.05), width)
+        elif kind == "TruncatedNormal":
+            mean, std = config.get("mean", 0.0), config.get("stddev", 0.05)
+            values = rng.normal(0.0, 1.0, width)
+            while (bad := np.abs(values) > 2).any():
+                values[bad] = rng.normal(0.0, 1.0, int(bad.sum()))
+            out[k] = mean + std * values
+        elif kind in ("Zeros", "Ones", "Constant"):
+            out[k] = {"Zeros": 0.0, "Ones": 1.0}.get(kind, config.get("value", 0.0))
+        else:
+            raise ConfigError(f"rows of a table with a {kind} initializer cannot be reset: use RandomUniform, "
+                              "RandomNormal, TruncatedNormal, Zeros, Ones or Constant")
+    return out

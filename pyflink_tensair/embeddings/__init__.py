@@ -1,0 +1,27 @@
+"""Embeddings for the ids a stream brings: a table that admits, evicts and stays agreed.
+
+No pyflink and no TensorFlow import.
+
+- :mod:`.sketch`: :class:`CountMinSketch`, how often an id was seen, in bounded memory;
+- :mod:`.table`: :class:`IdTable`, ids to rows (admission at ``min_count``, least recently
+  used eviction, expiry), whose reassignments the replicas apply
+  (:mod:`pyflink_tensair.core.row_resets`).
+
+Example::
+
+    >>> from pyflink_tensair.embeddings import IdTable
+    >>> IdTable(capacity=100, min_count=1).observe(["cat", "dog", "cat"]).tolist()
+    [1, 2, 1]
+"""
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+_NAMES = {"CountMinSketch": ".sketch", "IdTable": ".table", "OOV_ROW": ".table"}
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
+    from .sketch import CountMinSketch
+    from .table import OOV_ROW, IdTable
+
+__getattr__ = lazy_exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)
