@@ -28,8 +28,16 @@ after training. Cosines are taken after removing the vectors' common direction
 With ``--source kafka`` the text comes from a topic, one line of text per record (UTF-8; ``python
 -m pyflink_tensair.cli.produce --data text:shakespeare`` writes one), grouped into chunks of
 ``--lines-per-chunk`` lines that are made into skip-gram batches inside the job
-(:mod:`pyflink_tensair.word2vec.lines`); the vocabulary, and the pairs the vectors are judged
-by, still come from ``--corpus`` (the words a streamed line adds are not in the tables).
+(:mod:`pyflink_tensair.word2vec.lines`). With ``--corpus`` the vocabulary comes from that file
+(``--vocabulary corpus``: a word it lacks is never learned). Without it the vocabulary grows from
+the stream (``--vocabulary stream``, :mod:`pyflink_tensair.word2vec.growing`): a word gets one of
+the ``--vocab-size`` rows once seen ``--min-count`` times, the least recently seen word gives its
+row up when they are all taken, and with ``--expire-after N`` a word unseen for N words loses its
+row; the table is Flink state, and every replica resets a row that changes hands. The vectors
+are then judged on Shakespeare's co-occurring pairs (``--judge-corpus`` for another text), over
+the words the table holds at the end, and the vectors file and exports carry the final map.
+
+    python jobs/word2vec.py --source kafka --bootstrap-servers 127.0.0.1:19092 --topic lines --vocab-size 20000
 """
 
 from __future__ import annotations
@@ -45,12 +53,17 @@ from pyflink_tensair import batch_source, keras_model, train
 from pyflink_tensair.cli import flags
 from pyflink_tensair.cli.run import main_guard, run_job
 from pyflink_tensair.datasets.corpus import shakespeare_corpus
-from pyflink_tensair.errors import BadInputError, DataError, ModelError
+from pyflink_tensair.errors import BadInputError, ConfigError, DataError, ModelError
 from pyflink_tensair.flink.sources import with_dead_letters
 from pyflink_tensair.models import zoo
 from pyflink_tensair.word2vec import evaluation
 from pyflink_tensair.word2vec.probe import neighbours_probe
+from pyflink_tensair.embeddings.maps import id_maps
+from pyflink_tensair.embeddings.window import DEFAULT_SIZE
+from pyflink_tensair.flink.batching import Pacer
+from pyflink_tensair.word2vec.growing import WORDS, GrowingVocabulary
 from pyflink_tensair.word2vec.stream import CorpusBatches
+from pyflink_tensair.word2vec.vocabulary import Vocabulary
 
 PROBE_WORDS = "king,queen,love,death,night,france,romeo,gold,sword,heaven"
 QUALITY_PAIRS, STOP_WORDS, RANDOM_RANGE = 200, 100, 5000
@@ -76,23 +89,56 @@ def parse_args(argv):
     flags.add_job_arguments(parser, batches=None, batch_size=2048, window=50,
                             config=dataclasses.replace(flags.JOB_CONFIG, staleness_bound=4))
     flags.add_kafka_arguments(parser, records="text lines")
+    parser.add_argument("--vocabulary", choices=["corpus", "stream"],
+                        help="corpus: the --vocab-size most frequent words of --corpus, fixed; stream: words get rows as "
+                             "the stream brings them (--source kafka only; default: stream with --source kafka and no "
+                             "--corpus, else corpus)")
+    parser.add_argument("--min-count", type=flags.at_least(1, name="min_count"), default=2,
+                        help="--vocabulary stream: sightings before a word gets a row (default: 2)")
+    parser.add_argument("--expire-after", type=flags.at_least(1, name="expire_after"), default=None,
+                        help="--vocabulary stream: a word unseen for this many words loses its row (default: never; "
+                             "rows are taken back from the least recently seen word when all are used)")
+    parser.add_argument("--judge-corpus", metavar="PATH",
+                        help="--vocabulary stream: the text whose co-occurring pairs judge the vectors (default: Shakespeare)")
     parser.add_argument("--lines-per-chunk", type=flags.at_least(1, name="lines_per_chunk"), default=1024,
                         help="--source kafka: lines made into batches together (default: 1024, about 15 batches of "
                              "2048 Shakespeare pairs; a chunk's last batch is topped up with its own pairs)")
     args = flags.parse_job_arguments(parser, argv)
     flags.check_kafka_arguments(args)
+    if args.vocabulary is None:
+        args.vocabulary = "stream" if args.source == "kafka" and not args.corpus else "corpus"
+    if args.vocabulary == "stream" and args.source != "kafka":
+        raise ConfigError("--vocabulary stream needs --source kafka (a generated source reads --corpus whole)")
+    if args.vocabulary == "stream" and (args.corpus or args.model):
+        raise ConfigError("--vocabulary stream takes no --corpus (the words come from the topic; --judge-corpus judges "
+                          "the vectors) and no --model (its rows belong to another vocabulary)")
+    if args.vocabulary == "corpus" and args.judge_corpus:
+        raise ConfigError("--judge-corpus is for --vocabulary stream; with a fixed vocabulary --corpus judges the vectors")
     return args
 
 
 def corpus_batches(args) -> CorpusBatches:
-    return CorpusBatches(args.corpus or shakespeare_corpus(), vocab_size=args.vocab_size, window=args.window,
+    """The corpus that gives the vocabulary (--vocabulary corpus) or judges the vectors (stream)."""
+    text = args.judge_corpus if args.vocabulary == "stream" else args.corpus
+    return CorpusBatches(text or shakespeare_corpus(), vocab_size=args.vocab_size, window=args.window,
                          negatives=args.negatives, batch_size=args.batch_size, subsample=args.subsample,
                          seed=args.seed, passes=args.passes)
 
 
+def growing_vocabulary(args, **overrides) -> GrowingVocabulary:
+    """--vocabulary stream: the batch maker and its id table (one row more than --vocab-size: row 0
+    is the shared row of words without one)."""
+    settings = dict(min_count=args.min_count, expire_after=args.expire_after, window=args.window,
+                    negatives=args.negatives, batch_size=args.batch_size, subsample=args.subsample, seed=args.seed,
+                    notice_window=max(DEFAULT_SIZE, args.replicas), pacer=Pacer(args.rate))
+    settings.update(overrides)
+    return GrowingVocabulary(args.vocab_size, **settings)
+
+
 def choose_model(args, vocabulary_size: int):
     if not args.model:
-        return functools.partial(zoo.word2vec, vocabulary=args.vocab_size, dim=args.dim, negatives=args.negatives,
+        rows = args.vocab_size + 1 if args.vocabulary == "stream" else args.vocab_size
+        return functools.partial(zoo.word2vec, vocabulary=rows, dim=args.dim, negatives=args.negatives,
                                  learning_rate=args.learning_rate)
     from pyflink_tensair.models.keras_adapter import load_model
 
@@ -113,12 +159,17 @@ def word2vec_batches(env, args, corpus: CorpusBatches, total, config):
     if args.source != "kafka":
         batches = batch_source(env, total, corpus, rate=args.rate, name="word2vec", config=config)
         return with_dead_letters(env, batches, corpus.bad_lines, name="word2vec")
-    from pyflink_tensair.flink.batching import Pacer, chunked_batches
+    from pyflink_tensair.flink.batching import chunked_batches
+    from pyflink_tensair.flink.id_tables import stateful_chunk_batches
     from pyflink_tensair.kafka.source import kafka_examples
     from pyflink_tensair.word2vec.lines import LineChunkBatches
 
     lines = kafka_examples(env, args.bootstrap_servers, args.topic, group_id=args.group_id, start=args.kafka_start,
                            until=args.kafka_until, connector=args.kafka_connector, name="word2vec")
+    if args.vocabulary == "stream":
+        return stateful_chunk_batches(lines, args.lines_per_chunk, growing_vocabulary(args),
+                                      max_wait_ms=1000 if args.kafka_until == "never" else None,
+                                      config=config, name="word2vec")
     return chunked_batches(lines, args.lines_per_chunk, LineChunkBatches(corpus, Pacer(args.rate)),
                            max_wait_ms=1000 if args.kafka_until == "never" else None,
                            config=config, name="word2vec")
@@ -152,7 +203,19 @@ def quality(corpus: CorpusBatches, args, model, outdir: str):
         before = target_table(load_model(model, seed=args.seed))
         final = min(models, key=lambda m: m.replica)
         after = target_table(keras_model(final, model))
-        counts = vocabulary.counts
+        held = None
+        if args.vocabulary == "stream":  # rows -> the judge corpus's words; pairs of words the table holds
+            table_map = id_maps(final).get(WORDS.name)
+            if table_map is None or not len(table_map):
+                raise DataError("the stream gave no word a row: nothing to judge (a short topic with --min-count too high?)")
+            rows = table_map.rows_of(vocabulary.words)
+            held = rows != 0
+            before, after = before[rows] * held[:, None], after[rows] * held[:, None]  # a word without a row: cosine 0
+            baselines = {name: p[held[p].all(axis=1)] for name, p in baselines.items()}
+            if len(baselines["cooccurring"]) < 2:
+                raise DataError(f"the table holds {int(held.sum())} of the judge corpus's words, too few for its "
+                                "co-occurring pairs: is the topic that text?")
+        counts = vocabulary.counts if held is None else vocabulary.counts * held
         tables = {"before": before, "after": after}
         cosines = {f"{name}_{when}": round(evaluation.mean_cosine(evaluation.centered(table, counts), p), 4)
                    for name, p in baselines.items() for when, table in tables.items()}
@@ -161,18 +224,25 @@ def quality(corpus: CorpusBatches, args, model, outdir: str):
         words = [w for w in args.probe_words.split(",") if w]
         neighbours = evaluation.nearest_neighbours(after, vocabulary, words, k=8)
         output = args.output or os.path.join(outdir, "vectors.txt")
-        evaluation.write_word2vec_text(output, vocabulary, after)
-        print(f"quality: mean cosine (centered vectors; raw in brackets) of the {len(pairs)} most co-occurring "
+        if held is not None:  # the words the stream gave rows, as the table holds them
+            kept = [(row, word) for row, word in enumerate(table_map.words()) if word is not None]
+            evaluation.write_word2vec_text(output, Vocabulary(tuple(w for _, w in kept), np.ones(len(kept), np.int64)),
+                                           target_table(keras_model(final, model))[[r for r, _ in kept]])
+        else:
+            evaluation.write_word2vec_text(output, vocabulary, after)
+        print(f"quality: mean cosine (centered vectors; raw in brackets) of the {len(baselines['cooccurring'])} most co-occurring "
               "pairs, the same words shuffled, and random pairs:")
         for name in baselines:
             print(f"  {name:12s} before {cosines[name + '_before']:+.4f} ({raw[name + '_before']:+.4f})  "
                   f"after {cosines[name + '_after']:+.4f} ({raw[name + '_after']:+.4f})")
         for word, near in neighbours.items():
             print(f"  {word}: " + ", ".join(f"{n} ({c:.2f})" for n, c in near))
-        print(f"vectors of {len(vocabulary)} words written to {output} (word2vec text format)")
+        print(f"vectors of {len(vocabulary) if held is None else len(table_map)} words written to {output} (word2vec text format)")
         dense = 2 * args.vocab_size * args.dim * 4
         mean_bytes = summary.get("mean_gradient_message_bytes")
-        return {"cosine": cosines, "raw_cosine": raw, "quality_pairs": len(pairs), "neighbours": neighbours, "vectors": output,
+        stream = {} if held is None else {"stream_vocabulary_words": len(table_map),
+                                          "judge_words_held": int(held.sum()), "quality_pairs_held": len(baselines["cooccurring"])}
+        return {**stream, "cosine": cosines, "raw_cosine": raw, "quality_pairs": len(baselines["cooccurring"]), "neighbours": neighbours, "vectors": output,
                 "vocabulary_words": len(vocabulary), "corpus_tokens": int(sum(line.size for line in corpus.encoded)),
                 "batches_per_pass": corpus.batches_per_pass, "dense_gradient_message_bytes": dense,
                 "dense_to_mean_message_ratio": dense / mean_bytes if mean_bytes else None}
@@ -195,10 +265,13 @@ def main(argv=None):
         total = None  # the pairs a line makes are known only once it is read
         print(f"data: Kafka topic {args.topic} at {args.bootstrap_servers}, "
               + (f"{lines} lines now" if lines is not None else "followed until the job is stopped")
-              + f"; the vocabulary from {corpus.corpus}")
+              + ("; the vocabulary grows from the stream (--vocab-size rows), judged on " if args.vocabulary == "stream"
+                 else "; the vocabulary from ") + corpus.corpus)
     model = choose_model(args, len(corpus.vocabulary))
     words = [w for w in args.probe_words.split(",") if w in corpus.vocabulary]
-    probe = functools.partial(neighbours_probe, vocabulary=corpus.vocabulary, words=words, k=5) if words else None
+    # the probe reads rows as the corpus's ranks: not a stream vocabulary's rows
+    probe = (functools.partial(neighbours_probe, vocabulary=corpus.vocabulary, words=words, k=5)
+             if words and args.vocabulary == "corpus" else None)
     env = StreamExecutionEnvironment.get_execution_environment()
     batch_bytes = args.batch_size * (1 + 2 * (1 + args.negatives)) * 4
     config = flags.config_from_args(args, name="word2vec",
@@ -216,7 +289,7 @@ def main(argv=None):
     args.outdir = outdir
     return run_job(env, output, args, job_name="word2vec", config=config, total_batches=total,
                    model=model, show_probe=show_neighbours, finish=quality(corpus, args, model, outdir),
-                   extra_summary={"corpus": corpus.corpus, "dim": args.dim, "vocab_size": args.vocab_size,
+                   extra_summary={"corpus": corpus.corpus, "vocabulary": args.vocabulary, "dim": args.dim, "vocab_size": args.vocab_size,
                                   "window": args.window, "negatives": args.negatives,
                                   "learning_rate": args.learning_rate, "passes": args.passes})
 

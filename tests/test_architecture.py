@@ -51,7 +51,7 @@ def test_import_resolution_sees_relative_imports():
 
 
 def test_core_and_data_code_import_no_flink_and_no_tensorflow():
-    for path in _sources("core", "drift", "config.py", "errors.py", "cache.py", "testing", "datasets", "word2vec"):
+    for path in _sources("core", "drift", "embeddings", "config.py", "errors.py", "cache.py", "testing", "datasets", "word2vec"):
         for name in _imports(path):
             assert not name.startswith(("pyflink.", "tensorflow", "keras")) and name != "pyflink", \
                 f"{path.relative_to(PACKAGE)} imports {name}"

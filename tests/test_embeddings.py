@@ -38,6 +38,15 @@ def test_the_sketch_never_undercounts_and_halving_ages_counts():
         sketch.add(1.5)
 
 
+def test_a_new_id_takes_a_row_only_from_an_id_seen_less_often():
+    table = IdTable(capacity=2, min_count=1)
+    table.observe(["a"] * 5 + ["b"] * 5)
+    table.observe(["c", "c", "c"])  # seen 3 times: "a" (5 times, least recently) keeps its row
+    assert table.mapping() == {"a": 1, "b": 2} and table.statistics.evicted == 0
+    table.observe(["c"] * 3)  # 6 > 5
+    assert table.mapping() == {"c": 1, "b": 2}
+
+
 def test_the_table_admits_at_min_count_and_evicts_the_least_recently_seen():
     table = IdTable(capacity=3, min_count=3)
     assert table.observe(["a", "a", "b", "a"]).tolist() == [0, 0, 0, 1]
@@ -59,7 +68,7 @@ def test_expiry_frees_rows_of_ids_gone_quiet():
     table.observe(["x", "y", "x", "y", "x", "y"])  # "old" last seen 8 ids ago at the start of the next call
     table.observe(["x"])
     assert "old" not in table.mapping() and table.statistics.expired == 1
-    assert table.counts[[table.mapping()["x"]]].tolist() == [5]
+    assert table.counts[[table.mapping()["x"]]].tolist() == [2]  # 1, halved, +3, halved, +1: counts age every 5 ids
 
 
 def test_memory_stays_bounded_while_the_stream_brings_ten_times_the_capacity():

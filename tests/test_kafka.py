@@ -247,6 +247,33 @@ def test_word2vec_trains_from_a_topic_of_lines(kafka_broker, tmp_path):
 
 
 
+def test_word2vec_grows_its_vocabulary_from_a_topic_with_no_corpus(kafka_broker, tmp_path):
+    """No --corpus: words get rows as the topic brings them (rows that change hands:
+    test_id_tables_flink.py); the vectors learn which words go together as with the vocabulary
+    given in advance, and the final model and its exports carry the map."""
+    from flink_harness import write_topic_corpus
+    from pyflink_tensair.cli.produce import text_lines
+    from pyflink_tensair.embeddings import id_maps
+    from pyflink_tensair.kafka.produce import produce
+    from pyflink_tensair.models.export import exported_models
+
+    corpus, topic = write_topic_corpus(tmp_path / "corpus"), f"stream-lines-{int(time.time())}"
+    assert produce(kafka_broker, topic, list(text_lines(f"text:{corpus}", passes=3))) == 4500
+    summary_path, outdir = tmp_path / "summary.json", tmp_path / "out"
+    result = _run_job(WORD2VEC, "--source", "kafka", "--bootstrap-servers", kafka_broker, "--topic", topic,
+                      "--judge-corpus", str(corpus), "--vocab-size", "40", "--min-count", "3", "--dim", "16",
+                      "--batch-size", "256", "--learning-rate", "32", "--replicas", "2", "--lines-per-chunk", "512",
+                      "--exports-every-s", "2", "--outdir", str(outdir), "--summary", str(summary_path))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads(summary_path.read_text())
+    assert summary["vocabulary"] == "stream" and summary["finished_replicas"] == [0, 1]
+    assert summary["stream_vocabulary_words"] == summary["judge_words_held"] == 34  # every word of the topic
+    cosine = summary["cosine"]
+    assert cosine["cooccurring_after"] > cosine["shuffled_after"] + 0.1
+    exports = exported_models(str(outdir / "exports"))
+    assert exports and set(id_maps(exports[-1][1])["words"].ids) <= set(corpus.joinpath("topics.txt").read_text().split())
+
+
 def test_the_online_loop_reads_kafka_json_tables_declared_in_sql_and_gives_a_predictions_table(kafka_broker, tmp_path):
     """Events and labels as Flink SQL tables over Kafka topics (JSON), named columns mapped to the
     model's inputs, a rowtime for the label join; the predictions come back as a Table."""

@@ -131,14 +131,18 @@ class FinalModel:
     model_version: int
     weights: Dict[str, np.ndarray]
     initial_digest: str = ""
+    # id tables' maps ({table: {"layers", "rows", "ids": [[id, row], ...]}}, pyflink_tensair.core.row_resets)
+    id_maps: Dict[str, Any] = field(default_factory=dict)
 
 
 def encode_final_model(event: FinalModel) -> bytes:
     """A :class:`FinalModel` as the ``models`` stream carries it (a tensors record)."""
     from . import wire
 
-    return wire.encode_tensors(event.weights, {"replica": event.replica, "model_version": event.model_version,
-                                               "initial_digest": event.initial_digest})
+    meta = {"replica": event.replica, "model_version": event.model_version, "initial_digest": event.initial_digest}
+    if event.id_maps:
+        meta["id_maps"] = json.dumps(event.id_maps, separators=(",", ":"))
+    return wire.encode_tensors(event.weights, meta)
 
 
 def decode_final_model(data) -> FinalModel:
@@ -152,7 +156,11 @@ def decode_final_model(data) -> FinalModel:
     if not is_int(replica) or not is_int(version) or not isinstance(digest, str) or replica < 0 or version < 0:
         raise wire.WireFormatError("a final-model record needs ints 'replica' and 'model_version' >= 0 and a str "
                                    f"'initial_digest'. Received: {meta!r:.200}")
-    return FinalModel(replica, version, dict(tensors), digest)
+    try:
+        id_maps = json.loads(meta["id_maps"]) if "id_maps" in meta else {}
+    except (TypeError, json.JSONDecodeError):
+        raise wire.WireFormatError("a final-model record's 'id_maps' is not JSON text") from None
+    return FinalModel(replica, version, dict(tensors), digest, id_maps)
 
 
 def weights_digest(weights: Dict[str, np.ndarray]) -> str:

@@ -597,7 +597,8 @@ class Replica:
             self.finished = True
             self.publish(out, force=True)  # the final version, whenever the last one went out
             out.append(self._metrics("final", None))
-            out.append(FinalModel(self.id, self.model_version, self.model.get_weights(), self.initial_digest))
+            out.append(FinalModel(self.id, self.model_version, self.model.get_weights(), self.initial_digest,
+                                      self.rows.maps()))
 
     def publish(self, out: List[Event], *, force: bool = False) -> None:
         """Appends a model update to ``out`` when one is due (``ModelUpdates``; ``force``: if the

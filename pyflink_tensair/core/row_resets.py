@@ -205,7 +205,7 @@ class RowResets:
                 **{f"rows/{name}/generations": g for name, g in self.generations.items()}}
 
     def restore(self, state: Mapping[str, np.ndarray]) -> None:
-        self.__init__()
+        self.generations, self.ids, self.layers = {}, {}, {}
         if "rows/maps" not in state:
             return
         for name, table in json.loads(state["rows/maps"].tobytes().decode("utf-8")).items():

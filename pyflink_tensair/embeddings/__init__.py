@@ -5,7 +5,9 @@ No pyflink and no TensorFlow import.
 - :mod:`.sketch`: :class:`CountMinSketch`, how often an id was seen, in bounded memory;
 - :mod:`.table`: :class:`IdTable`, ids to rows (admission at ``min_count``, least recently
   used eviction, expiry), whose reassignments the replicas apply
-  (:mod:`pyflink_tensair.core.row_resets`).
+  (:mod:`pyflink_tensair.core.row_resets`);
+- :mod:`.window`: :class:`RecentReassignments`, the reassignments every batch repeats;
+- :mod:`.maps`: :func:`id_maps`, a trained model's maps (a final model's or an export's).
 
 Example::
 
@@ -18,8 +20,9 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
-_NAMES = {"CountMinSketch": ".sketch", "IdTable": ".table", "OOV_ROW": ".table"}
+_NAMES = {"CountMinSketch": ".sketch", "IdTable": ".table", "OOV_ROW": ".table", "IdMap": ".maps", "id_maps": ".maps"}
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
+    from .maps import IdMap, id_maps
     from .sketch import CountMinSketch
     from .table import OOV_ROW, IdTable
 

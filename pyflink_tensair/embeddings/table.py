@@ -9,11 +9,14 @@ replica resets at that point of its stream (:mod:`pyflink_tensair.core.row_reset
 - Row 0 is the shared out-of-vocabulary row: an id not (yet) in the table maps there.
 - Admission: an id gets a row once seen ``min_count`` times, counted by a
   :class:`~.sketch.CountMinSketch` (bounded memory, whatever the number of distinct ids).
-- Eviction: with the table full, a new id takes the row of the least recently seen id, unless
-  that id was seen in the same :meth:`~IdTable.observe` call (then the new id waits, on row 0).
+- Eviction: with the table full, a new id takes the row of the least recently seen id if it
+  has been seen more often than that id (TinyLFU's rule: without it, a stream of a few more
+  equally frequent ids than rows evicts on every chunk, each word's vector starting over), and
+  unless that id was seen in the same :meth:`~IdTable.observe` call. Otherwise it waits, on row 0.
+- Ageing: every ``age_every`` ids observed (default: ``expire_after``, else ten times the
+  capacity) the sketch's counts and the table's counts halve, so what counts is recent.
 - Expiry: with ``expire_after=N``, an id not seen in the last ``N`` ids observed loses its row
-  (freed, not reset: a reset comes with the row's next id); the sketch halves its counts every
-  ``N`` ids, so an id must be seen ``min_count`` times within about that span to get in.
+  (freed, not reset: a reset comes with the row's next id).
 
 Time is counted in ids observed, not seconds, so a replayed stream makes the same decisions.
 
@@ -40,11 +43,10 @@ from typing import Dict, Hashable, Iterable, List, Mapping, Optional, Sequence
 import numpy as np
 
 from ..core.row_resets import Reassignment, TableSpec
-from ..errors import ConfigError, DataError
+from ..errors import DataError
 from ..validation import require_int
+from .maps import OOV_ROW
 from .sketch import CountMinSketch, id_key
-
-OOV_ROW = 0
 
 
 @dataclass
@@ -66,12 +68,15 @@ class IdTable:
     embedding layers its rows index; it travels with the reassignments."""
 
     def __init__(self, capacity: int, *, min_count: int = 2, expire_after: Optional[int] = None,
-                 sketch_width: Optional[int] = None, sketch_depth: int = 4, spec: Optional[TableSpec] = None):
+                 age_every: Optional[int] = None, sketch_width: Optional[int] = None, sketch_depth: int = 4,
+                 spec: Optional[TableSpec] = None):
         require_int("capacity", capacity, 1)
         require_int("min_count", min_count, 1)
         require_int("expire_after", expire_after, 1, optional=True)
+        require_int("age_every", age_every, 1, optional=True)
         require_int("sketch_width", sketch_width, 1, optional=True)
         self.capacity, self.min_count, self.expire_after = int(capacity), int(min_count), expire_after
+        self.age_every = int(age_every or expire_after or 10 * self.capacity)
         self.spec = spec or TableSpec("ids", ())
         # 4 counters a row in each of the sketch's rows (16 bytes a row at depth 4)
         self.sketch = CountMinSketch(width=sketch_width or max(1024, 4 * self.capacity), depth=sketch_depth)
@@ -111,7 +116,8 @@ class IdTable:
             self.clock += 1
             row = rows_of.get(identifier)
             if row is None:
-                row = self._admit(identifier, start) if self.sketch.add(identifier) >= self.min_count else OOV_ROW
+                seen = self.sketch.add(identifier)
+                row = self._admit(identifier, start, seen) if seen >= self.min_count else OOV_ROW
                 if row == OOV_ROW:
                     statistics.out_of_vocabulary += 1
             else:
@@ -123,13 +129,14 @@ class IdTable:
         statistics.observed += len(ids)
         return out
 
-    def _admit(self, identifier: Hashable, start: int) -> int:
+    def _admit(self, identifier: Hashable, start: int, seen: int) -> int:
         id_key(identifier)  # a bad id fails here, before it takes a row
         if self.free:
             row = self.free.pop()
         else:
             oldest = next(iter(self.rows_of))
-            if self.last_seen[self.rows_of[oldest]] > start:  # every id in the table was seen in this call
+            victim = self.rows_of[oldest]
+            if self.last_seen[victim] > start or seen <= self.counts[victim]:  # seen in this call, or as often
                 return OOV_ROW
             row = self.rows_of.pop(oldest)
             self.statistics.evicted += 1
@@ -142,8 +149,12 @@ class IdTable:
         return row
 
     def _expire(self, until: int) -> None:
-        """Frees the rows of ids not seen in the last ``expire_after`` ids (before this call),
-        and halves the sketch every ``expire_after`` ids."""
+        """Halves the counts every ``age_every`` ids, and frees the rows of ids not seen in the
+        last ``expire_after`` ids (before this call)."""
+        while until - self._halved_at >= self.age_every:
+            self.sketch.halve()
+            self.counts >>= 1
+            self._halved_at += self.age_every
         if self.expire_after is None:
             return
         horizon = self.clock - self.expire_after
@@ -156,9 +167,6 @@ class IdTable:
             self.ids[row], self.counts[row] = None, 0
             self.free.append(row)
             self.statistics.expired += 1
-        while until - self._halved_at >= self.expire_after:
-            self.sketch.halve()
-            self._halved_at += self.expire_after
 
     def take_reassignments(self) -> List[Reassignment]:
         """The rows given a new id since the last call, in order."""
@@ -183,6 +191,7 @@ class IdTable:
         :meth:`from_state` reads it back."""
         order = [[identifier, row] for identifier, row in self.rows_of.items()]
         meta = {"capacity": self.capacity, "min_count": self.min_count, "expire_after": self.expire_after,
+                "age_every": self.age_every,
                 "clock": self.clock, "halved_at": self._halved_at, "spec": self.spec.to_json(),
                 "statistics": vars(self.statistics), "pending": [[r.row, r.generation, r.id] for r in self._reassigned],
                 "order": order}
@@ -196,6 +205,7 @@ class IdTable:
             meta = json.loads(np.asarray(state["meta"]).tobytes().decode("utf-8"))
             sketch = np.asarray(state["sketch"])
             table = cls(meta["capacity"], min_count=meta["min_count"], expire_after=meta["expire_after"],
+                        age_every=meta["age_every"],
                         sketch_width=int(sketch.shape[1]), sketch_depth=int(sketch.shape[0]),
                         spec=TableSpec.from_json(meta["spec"]))
             table.sketch = CountMinSketch.from_counters(sketch)

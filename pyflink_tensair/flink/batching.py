@@ -388,11 +388,27 @@ def chunked_batches(records, chunk_size: int, make: Callable, *, max_wait_ms: Op
     and depend only on the chunk, so that a restored job makes exactly the same batches.
     :func:`text_batches` makes one batch per chunk; the word2vec job many
     (:class:`pyflink_tensair.word2vec.lines.LineChunkBatches`)."""
-    from pyflink.common import Types as T
-    from pyflink.datastream import DataStream, ProcessFunction
-    from pyflink.java_gateway import get_gateway
+    from pyflink.datastream import ProcessFunction
 
     from .execution import process
+
+    chunks = jvm_chunks(records, chunk_size, max_wait_ms, name)
+
+    class ChunkProcess(ProcessFunction):
+        def process_element(self, value, ctx):
+            yield from make(value)
+
+    config = as_train_config(TrainConfig() if config is None else config)
+    made = process(chunks, ChunkProcess(), types.bytes_type(), config.python_in)
+    return made.name(f"{name}: to mini-batches").uid(f"{name}-batcher").set_parallelism(1)
+
+
+def jvm_chunks(records, chunk_size: int, max_wait_ms: Optional[int], name: str):
+    """``records`` (text) grouped into chunks ``[n, records before chunk n, record, ...]`` on the
+    JVM (``Chunks``), one subtask."""
+    from pyflink.common import Types as T
+    from pyflink.datastream import DataStream
+    from pyflink.java_gateway import get_gateway
 
     require_int("chunk_size", chunk_size, 1)
     require_int("max_wait_ms", max_wait_ms, 1, optional=True)
@@ -402,12 +418,4 @@ def chunked_batches(records, chunk_size: int, make: Callable, *, max_wait_ms: Op
     chunk_type = T.BASIC_ARRAY(T.STRING())
     chunker = get_gateway().jvm.pyflinktensair.feedback.Chunks(chunk_size, max_wait_ms or 0)
     chunks = DataStream(records._j_data_stream.transform("chunks", chunk_type.get_java_type_info(), chunker))
-    chunks = chunks.name(f"{name}: group records on the JVM").uid(f"{name}-chunks").set_parallelism(1)
-
-    class ChunkProcess(ProcessFunction):
-        def process_element(self, value, ctx):
-            yield from make(value)
-
-    config = as_train_config(TrainConfig() if config is None else config)
-    made = process(chunks, ChunkProcess(), types.bytes_type(), config.python_in)
-    return made.name(f"{name}: to mini-batches").uid(f"{name}-batcher").set_parallelism(1)
+    return chunks.name(f"{name}: group records on the JVM").uid(f"{name}-chunks").set_parallelism(1)

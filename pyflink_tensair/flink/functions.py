@@ -370,7 +370,7 @@ class ReplicaFunction(KeyedCoProcessFunction):
         # A failed export (a full disk, a vanished folder) must not end the training it observes:
         # it is counted (the export_failures gauge) and logged, and the next one is tried later.
         try:
-            self._exporter.export(replica.model.model, replica.model_version)
+            self._exporter.export(replica.model.model, replica.model_version, replica.rows.maps())
         except OSError as err:
             self._export_failures += 1
             print(f"pyflink_tensair: exporting model version {replica.model_version} to "

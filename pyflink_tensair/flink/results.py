@@ -50,7 +50,7 @@ def averaged_final_model(records: Iterable[Union[FinalModel, bytes]]) -> FinalMo
     if not finals:
         raise ModelError("no final model to average: the job returned none")
     return FinalModel(-1, max(f.model_version for f in finals), average_weights([f.weights for f in finals]),
-                      finals[0].initial_digest)
+                      finals[0].initial_digest, finals[0].id_maps)
 
 
 def averaged_keras_model(records: Iterable[Union[FinalModel, bytes]], model):

@@ -25,8 +25,9 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Mapping, Optional, Tuple
 
+from ..embeddings.maps import ids_path, write_id_maps
 from ..errors import ConfigError
 from ..validation import is_number
 
@@ -86,12 +87,20 @@ class ModelExporter:
         self._pending = True
         return True
 
-    def export(self, keras_model, version: int) -> str:
+    def export(self, keras_model, version: int, id_maps: Optional[Mapping] = None) -> str:
         """Saves ``keras_model`` as the export of ``version`` (replacing one of the same version,
-        as a replica that retrains after a restore does); returns its path. The next interval
-        starts when it is written (or failed)."""
+        as a replica that retrains after a restore does); returns its path. ``id_maps`` (the
+        replica's id tables, :mod:`pyflink_tensair.embeddings.maps`) go beside it first, in
+        ``model-v<version>.ids.json``. The next interval starts when it is written (or failed)."""
         os.makedirs(self.directory, exist_ok=True)
         final = export_path(self.directory, version)
+        if id_maps:
+            try:
+                write_id_maps(ids_path(final), id_maps)
+            except OSError:
+                self._pending = False
+                self._next = self._clock() + self.every_s
+                raise
         partial = os.path.join(self.directory, f".{os.path.basename(final)[:-len('.keras')]}-{os.getpid()}.partial.keras")
         try:
             keras_model.save(partial)
@@ -110,4 +119,6 @@ class ModelExporter:
         removed = [path for v, path in exported_models(self.directory) if v > version]
         for path in removed:
             os.remove(path)
+            if os.path.exists(ids_path(path)):
+                os.remove(ids_path(path))
         return removed
