@@ -24,7 +24,7 @@ def main(argv=None) -> int:
     p_run.add_argument("--spec", metavar="JSON", help="a JSON file of Spec fields (systems, workloads, replicas, modes, seconds, ...)")
     p_run.add_argument("--quick", action="store_true", help="a small spec that runs in a few minutes")
     p_run.add_argument("--systems", help="comma-separated subset of: dasgd,bounded,sync,flinkml,flinkml_full,single,limit")
-    p_run.add_argument("--workloads", help="comma-separated: dense,sparse")
+    p_run.add_argument("--workloads", help="comma-separated: dense,sparse,words,clicks")
     p_run.add_argument("--replicas", help="comma-separated replica counts, e.g. 1,2")
     p_run.add_argument("--modes", help="comma-separated: local,cluster")
     p_run.add_argument("--seconds", type=float, help="arrival seconds per probe")
@@ -43,6 +43,7 @@ def main(argv=None) -> int:
     if args.command == "run":
         from benchmarks.throughput.probe_job import PYTHON_IN, SYSTEMS
         from benchmarks.throughput.run import Spec, run
+        from benchmarks.throughput.workloads import NAMES
 
         spec = Spec.quick() if args.quick else Spec()
         if args.spec:
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
             spec.source_python_in = args.source_python_in
         if args.bisections is not None:
             spec.bisections = args.bisections
-        bad = [s for s in spec.systems if s not in SYSTEMS] + [w for w in spec.workloads if w not in ("dense", "sparse")] \
+        bad = [s for s in spec.systems if s not in SYSTEMS] + [w for w in spec.workloads if w not in NAMES] \
             + [m for m in spec.modes if m not in ("local", "cluster")] + [r for r in spec.replicas if r < 1] \
             + [p for p in (spec.python_in, spec.source_python_in) if p not in PYTHON_IN]
         if bad:

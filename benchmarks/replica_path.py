@@ -142,8 +142,10 @@ def _median_loss(done) -> str:
 
 
 def main(argv=None) -> int:
+    from benchmarks.throughput.workloads import NAMES
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.replica_path", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", choices=["dense", "sparse"], default="dense")
+    parser.add_argument("--workload", choices=NAMES, default="dense")
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--candidates", default="no-trainer-thread,trainer-thread",
                         help="comma-separated; parts joined with '+': " + ", ".join([*CANDIDATES, CLUSTER]))

@@ -61,7 +61,7 @@ from pyflink_tensair.word2vec.probe import neighbours_probe
 from pyflink_tensair.embeddings.maps import id_maps
 from pyflink_tensair.embeddings.window import DEFAULT_SIZE
 from pyflink_tensair.flink.batching import Pacer
-from pyflink_tensair.word2vec.growing import WORDS, GrowingVocabulary
+from pyflink_tensair.word2vec.growing import MIN_COUNT, WORDS, GrowingVocabulary
 from pyflink_tensair.word2vec.stream import CorpusBatches
 from pyflink_tensair.word2vec.vocabulary import Vocabulary
 
@@ -93,8 +93,8 @@ def parse_args(argv):
                         help="corpus: the --vocab-size most frequent words of --corpus, fixed; stream: words get rows as "
                              "the stream brings them (--source kafka only; default: stream with --source kafka and no "
                              "--corpus, else corpus)")
-    parser.add_argument("--min-count", type=flags.at_least(1, name="min_count"), default=2,
-                        help="--vocabulary stream: sightings before a word gets a row (default: 2)")
+    parser.add_argument("--min-count", type=flags.at_least(1, name="min_count"), default=MIN_COUNT,
+                        help=f"--vocabulary stream: sightings before a word gets a row (default: {MIN_COUNT}, as word2vec.c's)")
     parser.add_argument("--expire-after", type=flags.at_least(1, name="expire_after"), default=None,
                         help="--vocabulary stream: a word unseen for this many words loses its row (default: never; "
                              "rows are taken back from the least recently seen word when all are used)")

@@ -465,3 +465,17 @@ def test_learning_quality_parses_settings_and_tabulates_means_per_setting():
     rows = [{"setting": "sync", "seeds": [{"final_loss": 0.5}, {"final_loss": 0.3}], "mean": {"final_loss": 0.4}}]
     text = learning_quality.table(rows)
     assert "| setting | final loss |" in text and "| sync | **0.4** (0.5 / 0.3) |" in text
+
+
+def test_the_id_table_benchmark_runs_memory_and_quality(tmp_path):
+    from benchmarks import id_tables
+
+    memory = id_tables.main(["memory", "--events", "20000", "--capacity", "200", "--chunk", "2000",
+                             "--plot", str(tmp_path / "memory.png")])
+    assert memory["rows"][-1]["distinct_ids"] > 10 * 200 and memory["rows"][-1]["rows_used"] == 200
+    assert memory["rows"][-1]["traced_bytes"] < 1.1 * memory["rows"][0]["traced_bytes"]  # bounded
+    assert (tmp_path / "memory.png").stat().st_size > 1000
+    quality = id_tables.main(["quality", "--workload", "clicks", "--events", "6000", "--capacity", "300",
+                              "--repeats", "1", "--json", str(tmp_path / "q.json")])
+    assert set(quality["summary"]) == {"oracle", "table", "hashing"}
+    assert all(0.3 < s["median"] < 1.0 for s in quality["summary"].values())

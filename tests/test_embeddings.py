@@ -135,8 +135,8 @@ def test_fresh_rows_depend_on_row_and_generation_only():
 
 
 def test_every_batch_carries_the_window_of_reassignments():
-    window = RecentReassignments(TableSpec("t", ("e",)), rows=5, size=3)
-    metas = [window.meta([Reassignment(i + 1, 1, i)] if i < 2 else []) for i in range(5)]
+    window = RecentReassignments([(TableSpec("t", ("e",)), 5)], size=3)
+    metas = [window.meta({"t": [Reassignment(i + 1, 1, i)]} if i < 2 else {}) for i in range(5)]
     carried = [[r.id for r in decode_notices(m[NOTICES])["t"].reassigned] if m else [] for m in metas]
     assert carried == [[0], [0, 1], [0, 1], [1], []]
 
@@ -217,3 +217,52 @@ def test_a_malformed_notice_makes_the_batch_a_dead_letter():
     events = replica.on_batch(bad)
     assert replica.dead_letters == 1 and not replica.rows.generations
     assert any("malformed row notices" in getattr(e, "detail", "") for e in events)
+
+
+def test_id_columns_make_one_batch_per_chunk_with_both_tables_notices_and_restore_exactly():
+    from pyflink_tensair.embeddings import IdColumnBatches
+
+    make = IdColumnBatches(("user", "item"), {"user": 3, "item": 2}, min_count=1, notice_window=2)
+    chunk = ["4", "40", "u1,i1,1", "u2,i1,0", "u1,,1", "u3,i2,nan", "u3,i2,1"]
+    made = list(make(chunk))
+    letters = [wire.decode_dead_letter(m) for m in made if wire.peek_kind(m) == wire.KIND_DEAD_LETTER]
+    assert [(l.reason, l.position) for l in letters] == [("not_a_record", 42), ("not_a_record", 43)]
+    batch = wire.decode_batch(made[-1])
+    assert batch.id == 4 and batch.x["user"].tolist() == [1, 2, 3] and batch.x["item"].tolist() == [1, 1, 2]
+    assert batch.y.tolist() == [[1.0], [0.0], [1.0]]
+    notices = batch_notices(batch)
+    assert {name: [r.id for r in n.reassigned] for name, n in notices.items()} == {"user": ["u1", "u2", "u3"],
+                                                                                 "item": ["i1", "i2"]}
+    assert notices["user"].layers == ("user_embedding",) and notices["item"].rows == make.rows("item") == 3
+    copy = IdColumnBatches(("user", "item"), {"user": 3, "item": 2}, min_count=1, notice_window=2)
+    copy.restore(make.state())
+    later = ["5", "47", "u4,i3,1", "u4,i3,0", "u1,i1,1"]
+    assert [wire.decode_batch(b).x["user"].tolist() for b in copy(later)] == \
+        [wire.decode_batch(b).x["user"].tolist() for b in make(later)]
+    with pytest.raises(ConfigError, match="one entry per column"):
+        IdColumnBatches(("user", "item"), {"user": 3})
+
+
+def test_the_click_stream_is_seeded_brings_new_ids_and_a_click_model_learns_it_through_tables():
+    from pyflink_tensair.core import Replica
+    from pyflink_tensair.datasets import ZipfClicks
+    from pyflink_tensair.embeddings import IdColumnBatches
+    from pyflink_tensair.models import zoo
+    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
+
+    stream = ZipfClicks(user_ranks=500, item_ranks=100, item_churn=0.02, seed=1)
+    a, b = stream.events(1000, 3000), stream.events(2000, 100)
+    assert all(np.array_equal(x[1000:1100], y) for x, y in zip(a, b))
+    early, late = set(stream.events(0, 2000)[1]), set(stream.events(8000, 2000)[1])
+    assert len(late - early) > 50  # new items appear, old ones fade
+    make = IdColumnBatches(("user", "item"), 200, min_count=2, notice_window=1)
+    model = KerasModelAdapter(load_model(functools.partial(zoo.click_model, users=201, items=201, dim=8, hidden=16)))
+    replica = Replica(0, model, TrainConfig(replicas=1))
+    losses = []
+    for n in range(60):
+        users, items, clicks = stream.events(n * 128, 128)
+        for data in make([str(n), str(n * 128), *(f"{u},{i},{c}" for u, i, c in zip(users, items, clicks))]):
+            losses += [e.loss for e in replica.on_batch(wire.decode_batch(data)) if getattr(e, "phase", None) == "batch"]
+    assert make.tables["item"].statistics.evicted > 0 and replica.dead_letters == 0
+    assert np.mean(losses[-10:]) < np.mean(losses[:10]) - 0.03
+    assert replica.rows.mapping("item") == make.tables["item"].mapping()

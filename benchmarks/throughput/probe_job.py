@@ -42,11 +42,12 @@ def _or_none(parse):
 def build_parser() -> argparse.ArgumentParser:
     """The probe's flags; those of a ``TrainConfig`` field are spelled as the jobs' flag of that
     field (``--python-in``, ``--checkpoints-interval-s``, ``--peer-updates-average-every``, ...)."""
+    from benchmarks.throughput.workloads import NAMES
     from pyflink_tensair.config import SPARSE_VALUES, STATE_BACKENDS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--system", choices=SYSTEMS, required=True)
-    parser.add_argument("--workload", choices=["dense", "sparse"], required=True)
+    parser.add_argument("--workload", choices=NAMES, required=True)
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--rate", type=float, default=0.0)
     parser.add_argument("--batches", type=int, required=True)

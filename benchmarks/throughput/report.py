@@ -6,6 +6,8 @@ import json
 import os
 from typing import Dict, List, Optional, Tuple
 
+from .workloads import NAMES
+
 ORDER = ["dasgd", "bounded", "sync", "flinkml", "flinkml_full", "single", "limit"]
 Key = Tuple[str, str, int, str]  # workload, system, replicas, mode
 
@@ -78,7 +80,7 @@ def _fmt(x) -> str:
 
 def ratios(records) -> List[str]:
     lines = []
-    for workload in ("dense", "sparse"):
+    for workload in NAMES:
         for mode in ("local", "cluster"):
             d1, f1 = _rate(records, workload, "dasgd", 1, mode), _rate(records, workload, "flinkml", 1, mode)
             d2, f2 = _rate(records, workload, "dasgd", 2, mode), _rate(records, workload, "flinkml", 2, mode)
@@ -105,7 +107,7 @@ def _plots(records, folder: str) -> List[str]:
 
     os.makedirs(folder, exist_ok=True)
     names = []
-    for workload in ("dense", "sparse"):
+    for workload in NAMES:
         present = [k for k in records if k[0] == workload]
         if not present:
             continue
@@ -162,7 +164,7 @@ def write_report(results: str, out: str, command: Optional[str] = None) -> None:
              "spent inside its model at the sustainable rate, mean over replicas. Run: the run (one command, or one "
              "workload of it) a row comes from; `/ limit` divides by the ceiling measured in that run, `/ flinkml` "
              "by the latest flinkml row, which may come from another run.", "", "## Ratios", ""] + ratios(records)
-    for workload in ("dense", "sparse"):
+    for workload in NAMES:
         rows = sorted((k for k in records if k[0] == workload),
                       key=lambda k: (k[3], k[2], ORDER.index(k[1]) if k[1] in ORDER else 99))
         if not rows:

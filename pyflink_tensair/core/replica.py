@@ -98,7 +98,7 @@ from ..errors import BadInputError, BatchRejectedError, ConfigError, ModelError,
 from . import wire
 from .events import Broadcast, FinalModel, Metrics, ModeChange, Prediction, weights_digest
 from .gradients import dense_nbytes, round_sparse_values, scale_gradients
-from .guards import BatchSpec, Refusal, check_batch, check_norm, check_tensors, gradient_norm, variable_shapes
+from .guards import BatchSpec, check_batch, check_norm, check_tensors, gradient_norm, variable_shapes
 from .messages import (Batch, DeadLetter, DoneMessage, GradientMessage, Gradients, ModeMessage, PeerMessage,
                        RefusedMessage, RescaleMessage, SparseGradient, WeightsMessage, preview)
 from .model_api import StepResult, TrainableModel
@@ -237,11 +237,6 @@ class Replica:
             raise ProtocolError(f"replica {self.id} received a batch after its input ended")
         refusal = check_batch(batch, self._batch_spec, needs_labels=self.mode is not Mode.SERVE,
                               max_bytes=self.guards.max_batch_bytes)
-        if refusal is None:
-            try:
-                batch_notices(batch)
-            except WireFormatError as err:
-                refusal = Refusal("not_a_record", str(err))
         if refusal is not None:
             return self.set_aside(DeadLetter(refusal.reason, refusal.detail, "batch", "replica", batch.id,
                                              preview(batch_summary(batch))))
@@ -437,9 +432,21 @@ class Replica:
         if own and applied and self._peers:
             self._notices_out = merge_notices(self._notices_out, applied)
 
+    def _batch_notices_applied(self, batch: Batch, out: List[Event]) -> bool:
+        """Applies the batch's row notices; ``False`` (and the batch set aside) when they are malformed."""
+        try:
+            notices = batch_notices(batch)
+        except WireFormatError as err:
+            out += self.set_aside(DeadLetter("not_a_record", str(err), "batch", "replica", batch.id,
+                                             preview(batch_summary(batch))))
+            return False
+        self._apply_notices(notices, own=True)
+        return True
+
     def _serve(self, batch: Batch, out: List[Event]) -> None:
         self._reach(batch, out)
-        self._apply_notices(batch_notices(batch), own=True)
+        if not self._batch_notices_applied(batch, out):
+            return
         if self.training:  # a peer's drift reached here: this batch is the first of the new concept
             self._train(batch, out)
             return
@@ -515,7 +522,8 @@ class Replica:
 
     def _train(self, batch: Batch, out: List[Event]) -> None:
         self._reach(batch, out)
-        self._apply_notices(batch_notices(batch), own=True)
+        if not self._batch_notices_applied(batch, out):
+            return
         staleness = self.rule.staleness()
         fused = self.rule.fused
         if fused:  # computed and applied in one call; the gradient leaves the model only for peers

@@ -7,7 +7,8 @@ No pyflink and no TensorFlow import.
   used eviction, expiry), whose reassignments the replicas apply
   (:mod:`pyflink_tensair.core.row_resets`);
 - :mod:`.window`: :class:`RecentReassignments`, the reassignments every batch repeats;
-- :mod:`.maps`: :func:`id_maps`, a trained model's maps (a final model's or an export's).
+- :mod:`.maps`: :func:`id_maps`, a trained model's maps (a final model's or an export's);
+- :mod:`.id_batches`: :class:`IdColumnBatches`, records of ids and a label as batches of rows.
 
 Example::
 
@@ -20,11 +21,14 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
-_NAMES = {"CountMinSketch": ".sketch", "IdTable": ".table", "OOV_ROW": ".table", "IdMap": ".maps", "id_maps": ".maps"}
+_NAMES = {"CountMinSketch": ".sketch", "IdTable": ".table", "OOV_ROW": ".table", "IdMap": ".maps", "id_maps": ".maps",
+          "IdColumnBatches": ".id_batches", "RecentReassignments": ".window"}
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
+    from .id_batches import IdColumnBatches
     from .maps import IdMap, id_maps
     from .sketch import CountMinSketch
     from .table import OOV_ROW, IdTable
+    from .window import RecentReassignments
 
 __getattr__ = lazy_exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

@@ -128,3 +128,31 @@ def word2vec(vocabulary: int = 50_000, dim: int = 300, negatives: int = 4,
     model.compile(optimizer=keras.optimizers.SGD(learning_rate),
                   loss=keras.losses.BinaryCrossentropy(from_logits=True))
     return model
+
+
+def click_model(users: int = 10_001, items: int = 10_001, dim: int = 16, hidden: int = 32,
+                learning_rate: float = 0.01) -> "keras.Model":
+    """A click model over two id tables: inputs ``user`` and ``item`` (int32 rows, shape ()),
+    tables ``user_embedding`` (``users`` x ``dim``) and ``item_embedding``, their vectors and
+    their product through a ``hidden``-unit layer to the click probability; binary
+    cross-entropy, Adam (so a reset row's optimizer slots matter). The rows come from id tables
+    (:class:`pyflink_tensair.embeddings.IdTable`, row 0 for ids without a row); both tables get
+    sparse gradients.
+
+    Example::
+
+        >>> model = click_model(users=50, items=30, dim=4, hidden=8)
+        >>> [tuple(v.shape) for v in model.trainable_variables][:2]
+        [(50, 4), (30, 4)]
+    """
+    keras = _keras()
+    user = keras.Input(shape=(), dtype="int32", name="user")
+    item = keras.Input(shape=(), dtype="int32", name="item")
+    u = keras.layers.Embedding(users, dim, name="user_embedding")(user)
+    v = keras.layers.Embedding(items, dim, name="item_embedding")(item)
+    joined = keras.layers.Concatenate(name="joined")([u, v, keras.layers.Multiply(name="interaction")([u, v])])
+    h = keras.layers.Dense(hidden, activation="relu", name="hidden")(joined)
+    out = keras.layers.Dense(1, activation="sigmoid", name="click")(h)
+    model = keras.Model({"user": user, "item": item}, out, name="click_model")
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss="binary_crossentropy")
+    return model

@@ -42,17 +42,22 @@ from .vocabulary import tokenize
 WORDS = TableSpec("words", ("target_embedding", "context_embedding"))
 """The id table of :func:`pyflink_tensair.models.zoo.word2vec`'s two embedding layers."""
 
+MIN_COUNT = 5
+"""Sightings before a word gets a row, word2vec.c's default: with 2, rare words kept taking the
+rows of middling ones (Shakespeare into 5,000 rows: co-occurrence figure 0.39 against 0.44,
+docs/measurements.md 2026-12-06)."""
+
 
 class GrowingVocabulary:
     """Chunk ``[n, lines before it, line, ...]`` -> encoded skip-gram batches over the rows of a
     table of ``capacity`` words (the model's tables need ``capacity + 1`` rows: row 0 is the
     shared out-of-vocabulary row). See the module docstring."""
 
-    def __init__(self, capacity: int, *, min_count: int = 2, expire_after: Optional[int] = None, window: int = 3,
+    def __init__(self, capacity: int, *, min_count: int = MIN_COUNT, expire_after: Optional[int] = None, window: int = 3,
                  negatives: int = 4, batch_size: int = 2048, subsample: float = 1e-3, seed: int = 0,
                  notice_window: int = DEFAULT_SIZE, pacer=None):
         self.table = IdTable(capacity, min_count=min_count, expire_after=expire_after, spec=WORDS)
-        self.recent = RecentReassignments(WORDS, self.table.rows, notice_window)
+        self.recent = RecentReassignments([(WORDS, self.table.rows)], notice_window)
         self.settings = dict(window=window, negatives=negatives, batch_size=batch_size, subsample=subsample, seed=seed)
         self.pacer = pacer
         self._made = 0
@@ -71,10 +76,10 @@ class GrowingVocabulary:
                 encoded.append(line_rows)
         counts = self.table.counts
         batches = chunk_batches(number, encoded, counts, self.settings) if np.count_nonzero(counts) >= 2 else []
-        reassigned = self.table.take_reassignments() if batches else []  # else the next chunk's batches tell
+        reassigned = {WORDS.name: self.table.take_reassignments()} if batches else {}  # else the next chunk's tell
         for batch in batches:
             meta = {**batch.meta, **self.recent.meta(reassigned)}
-            reassigned = []
+            reassigned = {}
             if self.pacer is not None:
                 meta.update(self.pacer.meta(batch.id, position=self._made))
             self._made += 1
