@@ -43,23 +43,24 @@ class CountMinSketch:
         require_int("depth", depth, 1)
         self.width, self.depth = int(width), int(depth)
         self.counters = np.zeros((self.depth, self.width), np.uint32)
-        self._rows = np.arange(self.depth)
 
-    def _columns(self, identifier: Hashable) -> np.ndarray:
+    def _cells(self, identifier: Hashable):
         digest = hashlib.blake2b(id_key(identifier), digest_size=16).digest()
         h1, h2 = int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
-        return np.array([(h1 + i * h2) % self.width for i in range(self.depth)], np.int64)
+        return [(i, (h1 + i * h2) % self.width) for i in range(self.depth)]
 
     def add(self, identifier: Hashable) -> int:
         """Counts one sighting of ``identifier``; returns its new estimate."""
-        columns = self._columns(identifier)
-        cells = self.counters[self._rows, columns]
-        estimate = int(cells.min()) + 1
-        np.maximum.at(self.counters, (self._rows, columns), np.uint32(min(estimate, 0xFFFFFFFF)))
+        # scalar indexing: an id at a time, NumPy's fancy indexing costs more than it saves
+        counters, cells = self.counters, self._cells(identifier)
+        estimate = min(min(int(counters[cell]) for cell in cells) + 1, 0xFFFFFFFF)
+        for cell in cells:
+            if counters[cell] < estimate:
+                counters[cell] = estimate
         return estimate
 
     def estimate(self, identifier: Hashable) -> int:
-        return int(self.counters[self._rows, self._columns(identifier)].min())
+        return min(int(self.counters[cell]) for cell in self._cells(identifier))
 
     def halve(self) -> None:
         """Ages every count (integer halving): ids must keep appearing to stay counted."""

@@ -154,6 +154,7 @@ class KerasModelAdapter:
         self._apply_fn = tf.function(self._apply, reduce_retracing=True)
         self._train_fn = tf.function(self._train, reduce_retracing=True)
         self._sgd_fn = tf.function(self._sgd, reduce_retracing=True)
+        self._reset_plans: Dict[tuple, tuple] = {}
 
     # ---------------------------------------------------------------- compiled functions
 
@@ -344,28 +345,41 @@ class KerasModelAdapter:
         the layer's initializer draws them (the same numbers in every replica for the same
         table, layer, row and generation: :func:`~pyflink_tensair.core.row_resets.fresh_rows`),
         the optimizer's slots for them zero (:mod:`pyflink_tensair.core.row_resets`)."""
-        for name in layers:
-            try:
-                layer = self.model.get_layer(name)
-            except ValueError:
-                raise ModelError(f"id table {table!r} indexes layer {name!r}, which the model does not have") from None
-            variable = getattr(layer, "embeddings", None)
-            if variable is None:
-                raise ModelError(f"id table {table!r} indexes layer {name!r}, which is not an Embedding layer")
+        plan, slot_lists = self._reset_plan(table, tuple(layers))
+        for name, variable, _, _ in plan:
             if int(variable.shape[0]) <= int(rows.max(initial=0)):
                 raise ModelError(f"id table {table!r} resets row {int(rows.max())} of layer {name!r}, which has "
                                  f"{int(variable.shape[0])} rows: give the layer the table's rows")
-            initializer = keras.initializers.serialize(layer.embeddings_initializer)
-            salt = [zlib.crc32(f"{table}/{name}".encode("utf-8"))]
-            fresh = fresh_rows(initializer, rows, generations, int(variable.shape[1]), salt,
-                               np.dtype(variable.dtype))
-            indices = tf.convert_to_tensor(rows)
+        indices = tf.convert_to_tensor(rows)
+        for (_, variable, initializer, salt), slots in zip(plan, slot_lists):
+            fresh = fresh_rows(initializer, rows, generations, int(variable.shape[1]), salt, np.dtype(variable.dtype))
             variable.value.scatter_update(tf.IndexedSlices(tf.convert_to_tensor(fresh), indices))
-            prefix = variable.path.replace("/", "_") + "_"
-            for slot in self.model.optimizer.variables:
-                if slot.name.startswith(prefix) and tuple(slot.shape) == tuple(variable.shape):
-                    zeros = tf.zeros([len(rows), *slot.shape[1:]], slot.dtype)
-                    slot.value.scatter_update(tf.IndexedSlices(zeros, indices))
+            for slot in slots:
+                zeros = np.zeros((len(rows), *slot.shape[1:]), np.dtype(slot.dtype))
+                slot.value.scatter_update(tf.IndexedSlices(tf.convert_to_tensor(zeros), indices))
+
+    def _reset_plan(self, table: str, layers: tuple):
+        """Per (table, layers), once: each layer's variable, initializer and salt, and its
+        optimizer slots. (Eager scatters: 0.045 ms each; the same scatters in one compiled
+        function cost 0.48 ms a call.)"""
+        key = (table, layers)
+        if key not in self._reset_plans:
+            plan, slots = [], []
+            for name in layers:
+                try:
+                    layer = self.model.get_layer(name)
+                except ValueError:
+                    raise ModelError(f"id table {table!r} indexes layer {name!r}, which the model does not have") from None
+                variable = getattr(layer, "embeddings", None)
+                if variable is None:
+                    raise ModelError(f"id table {table!r} indexes layer {name!r}, which is not an Embedding layer")
+                plan.append((name, variable, keras.initializers.serialize(layer.embeddings_initializer),
+                             [zlib.crc32(f"{table}/{name}".encode("utf-8"))]))
+                prefix = variable.path.replace("/", "_") + "_"
+                slots.append([slot for slot in self.model.optimizer.variables
+                              if slot.name.startswith(prefix) and tuple(slot.shape) == tuple(variable.shape)])
+            self._reset_plans[key] = (plan, slots)
+        return self._reset_plans[key]
 
     def get_state(self) -> Dict[str, np.ndarray]:
         state = {f"weights/{i:04d}/{v.path}": np.array(v.numpy()) for i, v in enumerate(self.model.weights)}
