@@ -203,6 +203,39 @@ def test_drift_demo_with_two_replicas_detects_the_permutation_and_nothing_before
                    if a["trained"] is False and b["trained"] is False), replica
 
 
+def test_clicks_learns_from_ids_the_stream_brings_in_tables_smaller_than_its_ids(tmp_path):
+    # 40,000 events bring about 20,080 user and 5,400 item ids into tables of 1,000 rows: rows
+    # change hands all along, and the held-out AUC (ids through the final model's maps) must beat
+    # chance clearly (the in-process benchmark reaches 0.75 over 500,000 events).
+    summary_path, saved = tmp_path / "summary.json", str(tmp_path / "clicks.keras")
+    result = _run("clicks.py", "--events", "40000", "--capacity", "1000", "--replicas", "2", "--staleness-bound", "0",
+                  "--holdout", "4000", "--outdir", str(tmp_path / "out"), "--summary", str(summary_path),
+                  "--checkpoints-interval-s", "none", "--save", saved)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    summary = json.loads(summary_path.read_text())
+    assert summary["batches"] == 40000 // 256 + 1 and summary["holdout_events"] == 4000
+    assert summary["table_ids"] == {"user": 1000, "item": 1000}  # full tables: evictions happened
+    assert summary["holdout_auc"] > 0.6, summary["holdout_auc"]
+    assert 0.1 < summary["holdout_ids_with_a_row"]["user"] < 1.0
+    assert "held out: AUC" in result.stdout
+    # the saved model has its maps beside it, and a server started from it looks ids up through them
+    from pyflink_tensair import ServeConfig, json_event
+    from pyflink_tensair.embeddings import id_maps
+    from pyflink_tensair.models.keras_adapter import load_model
+    from pyflink_tensair.online.serving import FrozenServer
+
+    maps = id_maps(saved)
+    assert {name: len(m) for name, m in maps.items()} == {"user": 1000, "item": 1000}
+    user, item = next(iter(maps["user"].ids)), next(iter(maps["item"].ids))
+    server = FrozenServer(saved, json_event, ServeConfig(python_in="jvm"))
+    server.open(type("Context", (), {"get_index_of_this_subtask": lambda self: 0})())
+    event = json.dumps({"id": "e", "x": {"user": user, "item": item}})
+    (answer,) = server._answer(["0", "0", event])
+    expected = load_model(saved).predict_on_batch({"user": np.array([maps["user"].ids[user]], np.int32),
+                                                   "item": np.array([maps["item"].ids[item]], np.int32)})
+    assert np.frombuffer(answer[-8:], "<f8")[0] == pytest.approx(float(expected[0, 0]), rel=1e-5)
+
+
 @pytest.mark.parametrize("script, args, message", [
     ("quickstart.py", ["--staleness-bound", "-2"], "argument --staleness-bound: staleness_bound must be an int >= 0"),
     ("quickstart.py", ["--replicas", "0"], "argument --replicas: replicas must be an int >= 1. Received: replicas=0"),
@@ -219,6 +252,8 @@ def test_drift_demo_with_two_replicas_detects_the_permutation_and_nothing_before
     ("word2vec.py", ["--corpus", "/no/such/corpus"], "is neither a file nor a folder"),
     ("word2vec.py", ["--negatives", "0"], "argument --negatives: negatives must be an int >= 1"),
     ("word2vec.py", ["--dim", "0"], "argument --dim: dim must be an int >= 1"),
+    ("clicks.py", ["--capacity", "0"], "argument --capacity: capacity must be an int >= 1"),
+    ("clicks.py", ["--topic", "clicks"], "--topic needs --source kafka"),
     ("quickstart.py", ["--peer-updates-scale", "2"], "argument --peer-updates-scale: PeerUpdates.scale must be a number in (0, 1]"),
     ("quickstart.py", ["--peer-updates-rule", "sgd"], "PeerUpdates(rule='sgd') needs sgd_learning_rate"),
     ("image_classification.py", ["--peer-updates-average-every", "0"], "PeerUpdates.average_every must be an int >= 1 or None"),
