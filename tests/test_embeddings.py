@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from pyflink_tensair import TrainConfig
+from pyflink_tensair.config import ModelUpdates
 from pyflink_tensair.core import wire
 from pyflink_tensair.core.messages import Batch, GradientMessage
+from pyflink_tensair.core.updates import ModelUpdate, ModelView, decode_update, encode_update
 from pyflink_tensair.core.row_resets import (NOTICES, Reassignment, RowResets, TableNotices, TableSpec, batch_notices,
                                              decode_notices, encode_notices, fresh_rows)
 from pyflink_tensair.embeddings import CountMinSketch, IdTable
@@ -257,12 +259,19 @@ def test_the_click_stream_is_seeded_brings_new_ids_and_a_click_model_learns_it_t
     assert len(late - early) > 50  # new items appear, old ones fade
     make = IdColumnBatches(("user", "item"), 200, min_count=2, notice_window=1)
     model = KerasModelAdapter(load_model(functools.partial(zoo.click_model, users=201, items=201, dim=8, hidden=16)))
-    replica = Replica(0, model, TrainConfig(replicas=1))
+    replica = Replica(0, model, TrainConfig(replicas=1, updates=ModelUpdates(every_ms=1e9, every_steps=1)))
+    view = ModelView(KerasModelAdapter(load_model(functools.partial(zoo.click_model, users=201, items=201, dim=8,
+                                                                    hidden=16), seed=3)))
     losses = []
     for n in range(60):
         users, items, clicks = stream.events(n * 128, 128)
         for data in make([str(n), str(n * 128), *(f"{u},{i},{c}" for u, i, c in zip(users, items, clicks))]):
-            losses += [e.loss for e in replica.on_batch(wire.decode_batch(data)) if getattr(e, "phase", None) == "batch"]
+            for event in replica.on_batch(wire.decode_batch(data)):
+                if isinstance(event, ModelUpdate):  # a server's view follows the maps with the weights
+                    assert view.apply(decode_update(encode_update(event)))
+                elif getattr(event, "phase", None) == "batch":
+                    losses.append(event.loss)
     assert make.tables["item"].statistics.evicted > 0 and replica.dead_letters == 0
     assert np.mean(losses[-10:]) < np.mean(losses[:10]) - 0.03
-    assert replica.rows.mapping("item") == make.tables["item"].mapping()
+    assert replica.rows.mapping("item") == make.tables["item"].mapping() == view.id_rows["item"]
+    assert view.id_rows["user"] == make.tables["user"].mapping() and view.version == replica.model_version

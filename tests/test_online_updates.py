@@ -1,5 +1,7 @@
 """Model updates (pyflink_tensair.core.updates): what replica 0 publishes, and what a server's view makes of it."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -101,3 +103,70 @@ def test_without_updates_nothing_is_published_and_bad_settings_are_refused():
     with pytest.raises(WireFormatError, match="not a model update"):
         from pyflink_tensair.core import wire
         decode_update(wire.encode_tensors({"w": np.zeros(2)}, {"replica": 0}))
+
+
+def test_updates_carry_the_id_maps_whole_in_snapshots_and_rows_that_changed_hands_in_deltas():
+    from pyflink_tensair.core.row_resets import Reassignment, RowResets, TableNotices
+
+    def reassign(rows, *changes):
+        rows.apply({"user": TableNotices(200, ("user_embedding",), tuple(Reassignment(*c) for c in changes))}, None)
+
+    rows, weights = RowResets(), table_weights()
+    reassign(rows, (1, 1, "a"), (2, 1, "b"))
+    publisher = UpdatePublisher(ModelUpdates(every_ms=1, snapshot_every=3))
+    view = ModelView(DictModel({k: np.zeros_like(v) for k, v in weights.items()}))
+    assert view.rows_of("user", ["a"]).tolist() == [0]  # no map yet: every id reads row 0
+    first = wired(publisher.publish(weights, 1, 0.0, rows))
+    assert first.ids == {"user": {"rows": 200, "ids": [["a", 1], ["b", 2]]}} and view.apply(first)
+    assert view.rows_of("user", ["b", "a", "zz"]).tolist() == [2, 1, 0]
+    reassign(rows, (1, 2, "c"))  # row 1 goes from "a" to "c"
+    second = wired(publisher.publish(weights, 2, 10.0, rows))
+    assert second.ids == {"user": {"rows": 200, "ids": [["c", 1]]}} and view.apply(second)
+    assert view.rows_of("user", ["a", "b", "c"]).tolist() == [0, 2, 1]
+    assert wired(publisher.publish(weights, 3, 20.0, rows)).ids == {}  # nothing changed hands
+    fourth = wired(publisher.publish(weights, 4, 30.0, rows))
+    assert fourth.snapshot and fourth.ids == {"user": {"rows": 200, "ids": [["c", 1], ["b", 2]]}}
+    late = ModelView(DictModel({k: np.zeros_like(v) for k, v in weights.items()}))
+    assert not late.apply(second) and late.apply(fourth)  # a view that starts late takes the snapshot's map
+    assert late.rows_of("user", ["a", "b", "c"]).tolist() == [0, 2, 1]
+    for ids in ({"user": {"rows": 200, "ids": [["c", 900]]}}, {"user": {"ids": [["c", 1]]}},
+                {"user": {"rows": 200, "ids": [[1.5, 1]]}}, {"user": [1]}):
+        with pytest.raises(WireFormatError, match="id maps are malformed"):
+            decode_update(encode_update(dataclasses.replace(fourth, ids=ids)))
+
+
+def test_a_server_answers_events_of_ids_through_the_map_its_updates_carry():
+    import functools
+    import json
+    import struct
+
+    from pyflink_tensair import ServeConfig, json_event
+    from pyflink_tensair.core.updates import ModelUpdate
+    from pyflink_tensair.models import zoo
+    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
+    from pyflink_tensair.online.serving import UpdatedServer
+
+    class Context:
+        def get_index_of_this_subtask(self):
+            return 0
+
+    build = functools.partial(zoo.click_model, users=11, items=11, dim=4, hidden=4)
+    server = UpdatedServer(build, json_event, ServeConfig(python_in="jvm"))
+    server.open(Context())
+    trained = load_model(build, seed=5)  # other weights than the server's own start
+    maps = {"user": {"rows": 11, "ids": [["u1", 3], ["u2", 7]]}, "item": {"rows": 11, "ids": [["i1", 2]]}}
+    update = ModelUpdate(1, -1, 0, 0, 0.0, dense=KerasModelAdapter(trained).get_weights(), ids=maps)
+    assert list(server._update(encode_update(update))) == [] and server._view.version == 1
+    events = [{"id": "e1", "x": {"user": "u1", "item": "i1"}}, {"id": "e2", "x": {"user": "u2", "item": "nope"}},
+              {"id": "e3", "x": {"user": "u1"}}, {"id": "e4", "x": {"user": 1.5, "item": "i1"}},
+              {"id": "e5", "x": [1.0, 2.0]}]
+    out = list(server._answer(["0", "0", *map(json.dumps, events)]))
+    letters = [json.loads(o[1]) for o in out if isinstance(o, tuple)]
+    assert [(d["position"], d["reason"]) for d in letters] == [(2, "not_a_record"), (3, "not_a_record"),
+                                                              (4, "not_a_record")]
+    assert "an id is a string or an integer" in letters[1]["detail"] and "one id for each of" in letters[0]["detail"]
+    (answers,) = [o for o in out if isinstance(o, bytes)]
+    n, width, version, _, _ = struct.unpack_from("<iiqqq", answers)
+    assert (n, width, version) == (2, 1, 1)
+    expected = trained.predict_on_batch({"user": np.array([3, 7], np.int32), "item": np.array([2, 0], np.int32)})
+    np.testing.assert_allclose(np.frombuffer(answers[-16:], "<f8"), expected[:, 0], rtol=1e-5)

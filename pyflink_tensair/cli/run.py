@@ -59,13 +59,21 @@ def save_final_model(models, model, path: str) -> None:
     """Saves replica 0's final weights in ``model``'s architecture as a ``.keras`` file.
 
     The optimizer's state is not carried over: a run continued from the file (``--model PATH``)
-    starts its optimizer afresh.
+    starts its optimizer afresh. A model with id tables has its maps written beside it
+    (``x.ids.json``, :func:`pyflink_tensair.embeddings.id_maps` reads them), as exports do.
     """
+    from ..embeddings.maps import ids_path, write_id_maps
+
     if not models:
         raise ModelError("no final model came back from the job: nothing to save")
-    trained = keras_model(min(models, key=lambda m: m.replica), model)
+    final = min(models, key=lambda m: m.replica)
+    trained = keras_model(final, model)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     trained.save(path)
+    if getattr(final, "id_maps", None):
+        write_id_maps(ids_path(path), final.id_maps)
+    elif os.path.exists(ids_path(path)):  # a previous model's maps would not fit this one
+        os.remove(ids_path(path))
 
 
 def _attached(env) -> bool:

@@ -617,7 +617,7 @@ class Replica:
         now_ms = self._clock() * 1000.0
         wait = publisher.due_in_ms(self.model_version, now_ms)
         if wait is not None and (force or wait <= 0):
-            out.append(publisher.publish(self.model.get_weights(), self.model_version, now_ms))
+            out.append(publisher.publish(self.model.get_weights(), self.model_version, now_ms, self.rows))
 
     def update_due_in_s(self) -> Optional[float]:
         """Seconds until the next model update is due, ``None`` if none is pending (a host with

@@ -15,6 +15,11 @@ also an older version's: after a restore the trainer resumes from its checkpoint
 Every update carries the times of the publishing replica's own steps since the previous update,
 so a server can tell how long each step took to reach a served prediction (its freshness).
 
+A model with id tables (:mod:`~pyflink_tensair.core.row_resets`) has its id-to-row maps in its
+updates too: a snapshot carries every table's whole map, a delta the rows that changed hands
+since the previous update, so that a view looks ids up as the published weights were trained
+(:meth:`ModelView.rows_of`; an id without a row reads row 0).
+
 Example (a NumPy model standing in for Keras)::
 
     >>> from pyflink_tensair.testing import LinearModel
@@ -29,14 +34,16 @@ Example (a NumPy model standing in for Keras)::
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, Hashable, Iterable, List, Mapping, Optional
 
 import numpy as np
 
 from ..config import ModelUpdates
 from . import wire
 from .messages import SparseGradient
+from .row_resets import RowResets
 from ..validation import is_int
 
 MIN_TABLE_ROWS = 64  # smaller weights always travel whole: comparing rows would cost more than it saves
@@ -57,6 +64,8 @@ class ModelUpdate:
         rows: weights sent as changed rows (``SparseGradient(indices, values)``), by name.
         steps: ``(k, 2)`` float64: model version and wall time (epoch ms) of each own step of
             the replica since its previous update.
+        ids: per id table, ``{"rows": n, "ids": [[id, row], ...]}``: a snapshot's whole map, a
+            delta's rows that changed hands since its base (empty without id tables).
     """
 
     version: int
@@ -67,6 +76,7 @@ class ModelUpdate:
     dense: Dict[str, np.ndarray] = field(default_factory=dict)
     rows: Dict[str, SparseGradient] = field(default_factory=dict)
     steps: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    ids: Dict[str, dict] = field(default_factory=dict)
 
     @property
     def snapshot(self) -> bool:
@@ -88,6 +98,8 @@ def encode_update(update: ModelUpdate) -> bytes:
     tensors["steps"] = np.asarray(update.steps, np.float64).reshape(-1, 2)
     meta = {"update": 1, "version": update.version, "base": update.base, "replica": update.replica,
             "sequence": update.sequence, "time_ms": float(update.time_ms)}
+    if update.ids:  # JSON text: meta holds scalars only
+        meta["ids"] = json.dumps(update.ids, separators=(",", ":"))
     return wire.encode_tensors(tensors, meta)
 
 
@@ -108,8 +120,16 @@ def decode_update(data) -> ModelUpdate:
             if values is None or shape is None or len(values) != len(indices):
                 raise wire.WireFormatError(f"model update rows of {name!r} come without as many values, or no shape")
             rows[name] = SparseGradient(indices, values, tuple(int(n) for n in shape))
+    try:
+        ids = json.loads(meta.get("ids") or "{}")
+        for table in ids.values():
+            if not all(isinstance(i, (str, int)) and isinstance(r, int) and 0 < r < int(table["rows"])
+                       for i, r in table["ids"]):
+                raise ValueError("an id that is not a string or an int, or a row outside the table")
+    except (AttributeError, KeyError, TypeError, ValueError) as err:  # JSONDecodeError is a ValueError
+        raise wire.WireFormatError(f"model update id maps are malformed: {type(err).__name__}: {err}") from None
     return ModelUpdate(int(ints[0]), int(ints[1]), int(ints[2]), int(ints[3]), float(meta["time_ms"]),
-                       dense, rows, np.asarray(steps, np.float64).reshape(-1, 2))
+                       dense, rows, np.asarray(steps, np.float64).reshape(-1, 2), ids)
 
 
 class UpdatePublisher:
@@ -128,6 +148,7 @@ class UpdatePublisher:
         self.bytes_published = 0
         self._published_at_ms: Optional[float] = None
         self._last: Dict[str, np.ndarray] = {}  # the weights as last published
+        self._generations: Dict[str, np.ndarray] = {}  # each id table's row generations as last published
         self._steps: List[tuple] = []
 
     def note_step(self, version: int, at_ms: float) -> None:
@@ -135,6 +156,7 @@ class UpdatePublisher:
 
     def reset(self) -> None:
         self._last = {}
+        self._generations = {}
         self._steps = []
         self.published_version = -1
 
@@ -153,7 +175,10 @@ class UpdatePublisher:
         wait = self.due_in_ms(version, now_ms)
         return wait is not None and wait <= 0
 
-    def publish(self, weights: Mapping[str, np.ndarray], version: int, now_ms: float) -> ModelUpdate:
+    def publish(self, weights: Mapping[str, np.ndarray], version: int, now_ms: float,
+                id_tables: Optional[RowResets] = None) -> ModelUpdate:
+        """The update of ``weights`` at ``version``; ``id_tables``: the replica's id tables, whose maps
+        (whole in a snapshot, the rows that changed hands in a delta) the update carries."""
         snapshot = self.published_version < 0 or self.sequence % self.settings.snapshot_every == 0
         dense: Dict[str, np.ndarray] = {}
         rows: Dict[str, SparseGradient] = {}
@@ -174,14 +199,29 @@ class UpdatePublisher:
                 rows[name] = SparseGradient(changed.astype(np.int64), np.array(value[changed], copy=True), value.shape)
                 last[changed] = value[changed]
         steps = np.asarray(self._steps, np.float64).reshape(-1, 2)
+        ids = {} if id_tables is None else self._id_changes(id_tables, snapshot)
         update = ModelUpdate(version, -1 if snapshot else self.published_version, self.replica, self.sequence,
-                             float(steps[-1, 1]) if len(steps) else float(now_ms), dense, rows, steps)
+                             float(steps[-1, 1]) if len(steps) else float(now_ms), dense, rows, steps, ids)
         self._steps = []
         self.sequence += 1
         self.published_version = version
         self._published_at_ms = now_ms
         self.bytes_published += update.nbytes
         return update
+
+    def _id_changes(self, tables: RowResets, snapshot: bool) -> Dict[str, dict]:
+        changes = {}
+        for name, generations in tables.generations.items():
+            last = self._generations.get(name)
+            if snapshot or last is None or last.shape != generations.shape:
+                changed = np.flatnonzero(generations > 0)
+            else:
+                changed = np.flatnonzero(generations != last)
+            self._generations[name] = generations.copy()
+            if snapshot or len(changed):
+                ids = tables.ids[name]
+                changes[name] = {"rows": int(generations.shape[0]), "ids": [[ids[r], r] for r in changed.tolist()]}
+        return changes
 
 
 class ModelView:
@@ -199,6 +239,8 @@ class ModelView:
         self.applied = 0
         self.snapshots = 0
         self.skipped = 0  # deltas whose base this view did not hold (a snapshot brings it back)
+        self.id_rows: Dict[str, Dict[Hashable, int]] = {}  # per id table: id -> row
+        self._row_ids: Dict[str, Dict[int, Hashable]] = {}
         self._unserved: List[np.ndarray] = []  # steps (version, time) of applied updates not yet used for a prediction
 
     def apply(self, update: ModelUpdate) -> bool:
@@ -209,6 +251,7 @@ class ModelView:
         weights: Dict[str, object] = dict(update.dense)
         weights.update(update.rows)
         self.model.set_weights(weights)
+        self._apply_ids(update.ids, whole=update.snapshot)
         self.version = update.version
         self.time_ms = update.time_ms
         self.applied += 1
@@ -216,6 +259,29 @@ class ModelView:
         if len(update.steps):
             self._unserved.append(update.steps)
         return True
+
+    def set_maps(self, maps: Mapping[str, Mapping[Hashable, int]]) -> None:
+        """Starts from these id-to-row maps (a ``.keras`` export's, :func:`pyflink_tensair.embeddings.id_maps`)."""
+        self.id_rows = {name: dict(m) for name, m in maps.items()}
+        self._row_ids = {name: {row: i for i, row in m.items()} for name, m in self.id_rows.items()}
+
+    def _apply_ids(self, tables: Mapping[str, dict], whole: bool) -> None:
+        if whole:
+            self.id_rows, self._row_ids = {}, {}
+        for name, table in tables.items():
+            id_rows, row_ids = self.id_rows.setdefault(name, {}), self._row_ids.setdefault(name, {})
+            for identifier, row in table["ids"]:
+                old = row_ids.get(row)
+                if old is not None and id_rows.get(old) == row:
+                    del id_rows[old]
+                row_ids[row] = identifier
+                id_rows[identifier] = row
+
+    def rows_of(self, table: str, ids: Iterable[Hashable]) -> np.ndarray:
+        """Rows (int32) of ``ids`` in id table ``table`` as the held version was trained; row 0
+        for an id without a row, and for every id while no map has arrived."""
+        id_rows = self.id_rows.get(table, {})
+        return np.fromiter((id_rows.get(i, 0) for i in ids), np.int32)
 
     def age_ms(self, now_ms: float) -> Optional[float]:
         """How old the held version is: ``now_ms`` minus its newest step (``None`` at version 0)."""

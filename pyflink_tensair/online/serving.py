@@ -20,6 +20,14 @@ does not stop the servers until the training path's backlog has passed. A server
 events in Flink state, so a job restored from a checkpoint loses no event and serves none twice;
 the restored trainer publishes a snapshot at once (the servers start again from version 0).
 
+A model whose inputs are all ids (named integer inputs of one id each, such as
+``zoo.click_model``'s ``user`` and ``item``, rows of the id tables of the same names:
+:mod:`pyflink_tensair.embeddings`) takes events whose ``"x"`` names an id per input,
+``{"id": "e1", "x": {"user": "6434", "item": "448"}}``: the server looks each id up in the map the
+held version was trained with (updates carry the maps; a ``.keras`` export's ``.ids.json`` gives a
+server started from it its maps), an id without a row reading the shared row 0. Ids are looked up
+as given: ``"7"`` is not ``7`` (``IdColumnBatches`` reads CSV, so its ids are strings).
+
 Each prediction row says which model version answered and how old that version was (``model_age_ms``:
 the time since the newest training step it includes; ``-1`` while a server still holds the
 starting model). The freshness stream tells, once per update, how long each training step it
@@ -29,6 +37,7 @@ carried took to reach its first served prediction.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import time
 from dataclasses import dataclass
@@ -51,7 +60,7 @@ PREDICTION_FIELDS = ["key", "prediction", "model_version", "model_age_ms", "serv
 def json_event(text: str) -> Tuple[str, object]:
     """``(key, features)`` of one event's JSON text, ``{"id": ..., "x": [...]}`` (more fields
     may follow): the id a string or an integer, ``x`` numbers (nested lists for an input of more
-    than one dimension); raises ``ValueError`` or ``KeyError`` on anything else (a dead letter).
+    than one dimension; for a model of ids, an object of an id per input); raises ``ValueError`` or ``KeyError`` on anything else (a dead letter).
     ``serve`` reads this format on the JVM (``JsonEvents``), to the same keys and features.
 
         >>> json_event('{"id": 7, "x": [0.5, 1.0], "t": 12}')
@@ -145,6 +154,16 @@ def _input_shape(adapter):
     return tuple(shape) if shape is not None and all(isinstance(n, int) for n in shape) else None
 
 
+def _id_inputs(adapter):
+    """The input names of a model whose inputs are all named integer inputs of one value each
+    (ids: rows of the id tables of the same names), else ``None``."""
+    spec = adapter.batch_spec()
+    names = tuple(spec.inputs)
+    if names and None not in names and all(spec.inputs[n] == () and n in spec.integer_inputs for n in names):
+        return names
+    return None
+
+
 def _freshness_tag(name: str) -> OutputTag:
     return OutputTag(f"{name}-freshness", Types.STRING())
 
@@ -193,6 +212,11 @@ class _Server:
         self._predict = self._adapter.predict_function()
         self._shape = _input_shape(self._adapter)
         self._view = ModelView(self._adapter)
+        self._id_inputs = _id_inputs(self._adapter)
+        if isinstance(self._model, (str, os.PathLike)):  # an export: its id maps beside it
+            from ..embeddings.maps import id_maps
+
+            self._view.set_maps({name: table.ids for name, table in id_maps(self._model).items()})
         self._freshness_tag = _freshness_tag(self._config.name)
         self._dead_letters_tag = _dead_letters_tag(self._config.name)
 
@@ -252,6 +276,8 @@ class _Server:
         """``(features stacked, [(index, error) of each event set aside])``: in one step when
         every event fits (the common case; per event, the checks cost a quarter of a server's
         time), else event by event, so that each bad one gets its own reason."""
+        if self._id_inputs is not None:
+            return self._id_features(xs)
         try:
             stacked = np.asarray(xs, np.float32)
         except (ValueError, TypeError):
@@ -279,6 +305,22 @@ class _Server:
             return np.stack(good), bad
         except ValueError as err:  # a model of unknown input shape, events of different shapes
             return None, [(j, err) for j in range(len(xs))]
+
+    def _id_features(self, xs):
+        """The rows of each event's ids, per input, through the held version's maps."""
+        names = self._id_inputs
+        good, bad = [], []
+        for j, x in enumerate(xs):
+            if not isinstance(x, dict) or set(x) != set(names):
+                bad.append((j, ValueError(f"the model takes ids: an event's 'x' is an object of one id for each of "
+                                          f"{sorted(names)}")))
+            elif not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in x.values()):
+                bad.append((j, ValueError("an id is a string or an integer")))
+            else:
+                good.append(x)
+        if not good:
+            return None, bad
+        return {name: self._view.rows_of(name, [x[name] for x in good]) for name in names}, bad
 
     def _dead_letter(self, err, index: int, text):
         return self._dead_letters_tag, DeadLetter("not_a_record", f"{type(err).__name__}: {err}"[:300], "event",
@@ -331,8 +373,9 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
 
     Args:
         events: a ``DataStream`` of event texts; ``parse`` makes each ``(key, features)``
-            (default :func:`json_event`: ``{"id": ..., "x": [...]}``). Events that do not parse
-            or fit the model become dead letters.
+            (default :func:`json_event`: ``{"id": ..., "x": [...]}``; for a model of ids, ``"x"``
+            names an id per input, module docstring). Events that do not parse or fit the model
+            become dead letters.
         updates: ``train(...)`` 's output (trained with ``TrainConfig(updates=ModelUpdates())``),
             or its ``updates`` stream, or ``None`` to serve the starting model as it is (a frozen
             baseline).
