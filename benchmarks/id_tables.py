@@ -34,9 +34,10 @@ the bytes the table and its sketch hold (users' table), and plots them (``--plot
 ``cost`` times the batch makers (table against oracle, the same lines) and a replica's
 ``on_batch`` over their batches (the notices and resets) in one run, repeats alternating.
 ``flink`` runs ``jobs/word2vec.py`` from a Kafka topic of the same lines (a broker started for
-the run), vocabulary fixed in advance against grown from the stream, and compares batches/s.
+the run), vocabulary fixed in advance against grown from the stream, and compares batches/s
+and the topic's lines per second of training.
 
-    python -m benchmarks.id_tables flink --lines 30000 --capacity 20000 --repeats 3
+    python -m benchmarks.id_tables flink --capacity 20000 --repeats 3
 """
 
 from __future__ import annotations
@@ -404,8 +405,9 @@ def cost(args) -> dict:
 def flink(args) -> dict:
     """The word2vec job from a topic of the same lines, its vocabulary fixed in advance from them
     (``--vocabulary corpus``) or grown from the stream (``stream``): batches/s from the first to
-    the last trained batch (the job's ``batches_per_s``), unpaced, so the rate it drains the topic
-    at; two replicas; runs alternating, the ratio taken per repeat."""
+    the last trained batch (the job's ``batches_per_s``), and the topic's lines over that span
+    (the stream job makes fewer batches of the same lines: a word's first ``min_count`` - 1
+    sightings make no pairs); unpaced, two replicas; runs alternating, the ratio taken per repeat."""
     import os
     import tempfile
 
@@ -434,15 +436,18 @@ def flink(args) -> dict:
                 summary = run_job(job, common + flags + ["--outdir", outdir], timeout=None,
                                   log=os.path.join(folder, f"{mode}-{repeat}.log"))
                 runs[mode].append({"batches_per_s": summary["batches_per_s"], "batches": summary["batches"],
+                                   # the topic's lines over the span from the first to the last trained batch
+                                   "lines_per_s": len(lines) * summary["batches_per_s"] / summary["batches"],
                                    "cooccurring_after": summary["cosine"]["cooccurring_after"],
                                    "shuffled_after": summary["cosine"]["shuffled_after"]})
                 print(f"repeat {repeat + 1} {mode}: {json.dumps(runs[mode][-1])}", flush=True)
     finally:
         broker.stop(os.path.join(folder, "kafka"))
-    ratios = [t["batches_per_s"] / o["batches_per_s"] for t, o in zip(runs["table"], runs["oracle"])]
-    summary = {m: _figure([r["batches_per_s"] for r in rs]) for m, rs in runs.items()}
-    summary["table_over_oracle"] = _figure(ratios)
-    print("batches/s: " + "; ".join(f"{m} {s['median']} [{s['min']}, {s['max']}]" for m, s in summary.items()))
+    summary = {}
+    for key in ("batches_per_s", "lines_per_s"):
+        summary[key] = {m: _figure([r[key] for r in rs]) for m, rs in runs.items()}
+        summary[key]["table_over_oracle"] = _figure([t[key] / o[key] for t, o in zip(runs["table"], runs["oracle"])])
+        print(f"{key}: " + "; ".join(f"{m} {s['median']} [{s['min']}, {s['max']}]" for m, s in summary[key].items()))
     return {"lines": len(lines), "capacity": args.capacity, "summary": summary, "runs": runs}
 
 
