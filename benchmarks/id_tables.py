@@ -439,7 +439,8 @@ def flink(args) -> dict:
                                    # the topic's lines over the span from the first to the last trained batch
                                    "lines_per_s": len(lines) * summary["batches_per_s"] / summary["batches"],
                                    "cooccurring_after": summary["cosine"]["cooccurring_after"],
-                                   "shuffled_after": summary["cosine"]["shuffled_after"]})
+                                   "shuffled_after": summary["cosine"]["shuffled_after"],
+                                   "mean_gradient_message_bytes": summary.get("mean_gradient_message_bytes")})
                 print(f"repeat {repeat + 1} {mode}: {json.dumps(runs[mode][-1])}", flush=True)
     finally:
         broker.stop(os.path.join(folder, "kafka"))

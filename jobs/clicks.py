@@ -38,6 +38,8 @@ from pyflink_tensair.core import wire
 from pyflink_tensair.datasets.zipf_clicks import ZipfClicks
 from pyflink_tensair.embeddings import IdColumnBatches
 from pyflink_tensair.embeddings.maps import id_maps
+from pyflink_tensair.embeddings.window import DEFAULT_SIZE
+from pyflink_tensair.flink.batching import Pacer
 from pyflink_tensair.errors import DataError
 from pyflink_tensair.models import zoo
 
@@ -102,7 +104,8 @@ def click_lines(env, args, stream: ZipfClicks):
 
 
 def batch_maker(args) -> IdColumnBatches:
-    return IdColumnBatches(COLUMNS, args.capacity, min_count=args.min_count, expire_after=args.expire_after)
+    return IdColumnBatches(COLUMNS, args.capacity, min_count=args.min_count, expire_after=args.expire_after,
+                           notice_window=max(DEFAULT_SIZE, args.replicas), pacer=Pacer(args.rate))
 
 
 def holdout_auc(stream: ZipfClicks, args, model):

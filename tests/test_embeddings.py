@@ -106,7 +106,11 @@ def test_notices_round_trip_and_bad_ones_are_refused():
     message = GradientMessage(0, 1, 1, {"000": np.zeros(2, np.float32)}, notices=notices)
     assert wire.decode_message(wire.encode_message(message)).notices == notices
     assert wire.decode_message(wire.encode_message(GradientMessage(0, 1, 1, {}))).notices == {}
-    for bad in ('{"words": {"rows": 5, "layers": [], "reassigned": [[5, 1, "x"]]}}', "[1]", "{"):
+    for bad in ('{"words": {"rows": 5, "layers": ["a"], "reassigned": [[5, 1, "x"]]}}', "[1]", "{",
+                '{"w": {"rows": -1, "layers": ["a"], "reassigned": []}}', '{"w": {"rows": 5, "layers": [], "reassigned": []}}',
+                '{"w": {"rows": 5, "layers": ["a"], "reassigned": [[1, 1, [1, 2]]]}}',
+                '{"w": {"rows": 5, "layers": ["a"], "reassigned": [[1, 1, null]]}}',
+                '{"w": {"rows": 5, "layers": ["a"], "reassigned": [[1, 1, true]]}}'):
         with pytest.raises(WireFormatError, match="malformed row notices"):
             decode_notices(bad)
 
@@ -122,8 +126,23 @@ def test_row_resets_apply_each_generation_once_and_the_newest_wins():
     copy = RowResets()
     copy.restore(resets.snapshot())
     assert copy.mapping("t") == resets.mapping("t") and copy.generations["t"].tolist() == [0, 2, 1, 0]
+    misfit = {"t": TableNotices(9, ("e",), (Reassignment(1, 3, "d"),))}
+    assert "this replica's has 4 rows" in resets.misfit(misfit)
     with pytest.raises(WireFormatError, match="this replica's has 4 rows"):
-        resets.apply({"t": TableNotices(9, ("e",), (Reassignment(1, 3, "d"),))}, reset)
+        resets.apply(misfit, reset)
+
+
+def test_an_id_that_expires_and_comes_back_holds_one_row_in_every_map():
+    table = IdTable(3, min_count=1, expire_after=4, spec=TableSpec("t", ("e",)))
+    resets = RowResets()
+    for ids in (["x", "b", "a"], ["x"], ["b"] * 5, ["a"]):  # "a" expires, then takes "x"'s row
+        table.observe(ids)
+        resets.apply({"t": TableNotices(table.rows, ("e",), tuple(table.take_reassignments()))}, None)
+    assert table.statistics.expired >= 1 and resets.mapping("t") == table.mapping() == {"a": 1, "b": 2}
+    assert resets.maps()["t"]["ids"] == [["a", 1], ["b", 2]]
+    copy = RowResets()
+    copy.restore(resets.snapshot())
+    assert copy.mapping("t") == table.mapping()
 
 
 def test_fresh_rows_depend_on_row_and_generation_only():
@@ -210,6 +229,57 @@ def test_replicas_agree_on_maps_and_synchronous_ones_stay_bit_identical_through_
     assert restored.mapping("words") == maps[1]
 
 
+def test_three_synchronous_replicas_stay_bit_identical_when_one_link_lags():
+    """With three replicas a peer's step k (and its row notices) can reach a replica before that
+    replica's step k - 1 is complete; the notices must wait for step k's average."""
+    import collections
+
+    from pyflink_tensair.core import Replica
+    from pyflink_tensair.core.events import Broadcast
+
+    vocabulary, batches = _stream_batches(chunks=4, notice_window=3)
+    assert vocabulary.table.statistics.evicted > 0
+    nodes = [Replica(r, _word2vec(vocabulary.rows), TrainConfig(replicas=3, staleness_bound=0)) for r in range(3)]
+    queue, lagging = collections.deque(), []  # messages from replica 2 to replica 1 wait a round
+
+    def route(sender, events, lag=True):
+        for event in events:
+            if isinstance(event, Broadcast):
+                message = wire.decode_message(wire.encode_message(event.message))
+                for peer in {0, 1, 2} - {sender}:
+                    (lagging if lag and (sender, peer) == (2, 1) else queue).append((peer, message))
+
+    held = []  # replica 1's held notices survive a snapshot
+
+    def deliver(lag=True):
+        while queue:
+            peer, message = queue.popleft()
+            route(peer, nodes[peer].on_gradient(message), lag)
+            if peer == 1 and nodes[1].rule.notices and not held:
+                copy = Replica(1, _word2vec(vocabulary.rows), TrainConfig(replicas=3, staleness_bound=0))
+                copy.restore(nodes[1].snapshot())
+                held.append(copy.rule.notices == nodes[1].rule.notices)
+
+    for t in range(0, len(batches) - 2, 3):
+        for r in range(3):
+            route(r, nodes[r].on_batch(batches[t + r]))
+            deliver()
+            if r == 0:  # replica 1 hears replica 2's previous step only now, after replica 0's next one
+                queue.extend(lagging)
+                lagging.clear()
+                deliver()
+    queue.extend(lagging)
+    deliver(lag=False)
+    for node in nodes:
+        route(node.id, node.on_input_end(), lag=False)
+    deliver(lag=False)
+    assert held == [True]
+    assert all(node.finished for node in nodes) and len({node.model_version for node in nodes}) == 1
+    weights = [node.model.get_weights() for node in nodes]
+    assert all(np.array_equal(weights[0][name], other[name]) for other in weights[1:] for name in weights[0])
+    assert nodes[0].rows.mapping("words") == nodes[1].rows.mapping("words") == nodes[2].rows.mapping("words")
+
+
 def test_a_malformed_notice_makes_the_batch_a_dead_letter():
     from pyflink_tensair.core import Replica
 
@@ -219,6 +289,24 @@ def test_a_malformed_notice_makes_the_batch_a_dead_letter():
     events = replica.on_batch(bad)
     assert replica.dead_letters == 1 and not replica.rows.generations
     assert any("malformed row notices" in getattr(e, "detail", "") for e in events)
+    replica.on_batch(batches[0])
+    other = {"words": TableNotices(7, ("target_embedding", "context_embedding"), (Reassignment(1, 9, "zz"),))}
+    events = replica.on_batch(Batch(batches[0].x, batches[0].y, {**batches[0].meta, NOTICES: encode_notices(other)}))
+    assert replica.dead_letters == 2 and any("this replica's has 31 rows" in getattr(e, "detail", "") for e in events)
+
+
+def test_a_peer_message_whose_notices_do_not_fit_is_refused_not_applied():
+    from pyflink_tensair.core import Replica
+
+    _, batches = _stream_batches(chunks=1)
+    replica = Replica(0, _word2vec(31), TrainConfig(replicas=2))
+    replica.on_batch(batches[0])
+    generations = replica.rows.generations["words"].copy()
+    gradients = {name: np.zeros(shape, np.float32) for name, shape in replica._shapes.items()}
+    other = {"words": TableNotices(7, ("target_embedding",), (Reassignment(1, 9, "zz"),))}
+    replica.on_gradient(wire.decode_message(wire.encode_message(GradientMessage(1, 1, 1, gradients, notices=other))))
+    assert replica.messages_rejected == 1 and replica.dead_letters == 1
+    assert np.array_equal(replica.rows.generations["words"], generations)
 
 
 def test_id_columns_make_one_batch_per_chunk_with_both_tables_notices_and_restore_exactly():

@@ -81,9 +81,15 @@ def test_a_failed_export_leaves_no_partial_file(tmp_path):
             open(path, "wb").write(b"half a zip")
             raise OSError("disk full")
 
+    maps = {"t": {"layers": ["e"], "rows": 3, "ids": [["a", 1]]}}
     with pytest.raises(OSError, match="disk full"):
-        ModelExporter(str(tmp_path), every_s=1.0).export(Failing(), version=1)
+        ModelExporter(str(tmp_path), every_s=1.0).export(Failing(), version=1, id_maps=maps)
     assert os.listdir(tmp_path) == [] and latest_export(str(tmp_path)) is None
+    exporter = ModelExporter(str(tmp_path), every_s=1.0)
+    exporter.export(_Model(), version=2, id_maps=maps)
+    assert sorted(os.listdir(tmp_path)) == ["model-v000000002.ids.json", "model-v000000002.keras"]
+    exporter.export(_Model(), version=2)  # the same version again, a model without id tables: no stale maps
+    assert os.listdir(tmp_path) == ["model-v000000002.keras"]
 
 
 @pytest.mark.parametrize("every", [0, -1.0, True, "5"])

@@ -170,3 +170,42 @@ def test_a_server_answers_events_of_ids_through_the_map_its_updates_carry():
     assert (n, width, version) == (2, 1, 1)
     expected = trained.predict_on_batch({"user": np.array([3, 7], np.int32), "item": np.array([2, 0], np.int32)})
     np.testing.assert_allclose(np.frombuffer(answers[-16:], "<f8"), expected[:, 0], rtol=1e-5)
+
+
+def test_events_of_a_model_of_ids_are_parsed_where_the_maps_are_even_with_one_id_input():
+    import json
+
+    import keras
+
+    from pyflink_tensair import ServeConfig, json_event
+    from pyflink_tensair.online.serving import UpdatedServer
+
+    from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
+    from pyflink_tensair.online.serving import _jvm_parse_shape
+
+    def one_id():
+        user = keras.Input((), dtype="int32", name="user")
+        model = keras.Model(user, keras.layers.Dense(1)(keras.layers.Embedding(11, 2)(user)))
+        model.compile(optimizer="sgd", loss="mse")
+        return model
+
+    def features():
+        x = keras.Input((3,))
+        model = keras.Model(x, keras.layers.Dense(1)(x))
+        model.compile(optimizer="sgd", loss="mse")
+        return model
+
+    class Context:
+        def get_index_of_this_subtask(self):
+            return 0
+
+    assert _jvm_parse_shape(KerasModelAdapter(load_model(one_id, seed=0))) is None  # the JVM has no id maps
+    assert _jvm_parse_shape(KerasModelAdapter(load_model(features, seed=0))) == (3,)
+    server = UpdatedServer(one_id, json_event, ServeConfig(python_in="jvm"))
+    server.open(Context())
+    server._view.set_maps({"user": {"u1": 3}})
+    out = list(server._answer(["0", "0", json.dumps({"id": "e1", "x": {"user": "u1"}}),
+                               json.dumps({"id": "e2", "x": {"user": "nope"}})]))
+    (answers,) = [o for o in out if isinstance(o, bytes)]
+    expected = server._adapter.model.predict_on_batch(np.array([3, 0], np.int32))
+    np.testing.assert_allclose(np.frombuffer(answers[-16:], "<f8"), expected[:, 0], rtol=1e-5)

@@ -98,7 +98,7 @@ from ..errors import BadInputError, BatchRejectedError, ConfigError, ModelError,
 from . import wire
 from .events import Broadcast, FinalModel, Metrics, ModeChange, Prediction, weights_digest
 from .gradients import dense_nbytes, round_sparse_values, scale_gradients
-from .guards import BatchSpec, check_batch, check_norm, check_tensors, gradient_norm, variable_shapes
+from .guards import BatchSpec, Refusal, check_batch, check_norm, check_tensors, gradient_norm, variable_shapes
 from .messages import (Batch, DeadLetter, DoneMessage, GradientMessage, Gradients, ModeMessage, PeerMessage,
                        RefusedMessage, RescaleMessage, SparseGradient, WeightsMessage, preview)
 from .model_api import StepResult, TrainableModel
@@ -293,9 +293,10 @@ class Replica:
             self._drain(out)
             return out
         if isinstance(message, (GradientMessage, WeightsMessage)) and not self._is_repeat(message):
-            if isinstance(message, GradientMessage):  # rows that changed hands, before the gradient that may use them
-                self._apply_notices(message.notices, own=False)
-            refusal, message = self._admit(message)
+            misfit = self.rows.misfit(message.notices) if isinstance(message, GradientMessage) else None
+            if isinstance(message, GradientMessage) and misfit is None:
+                self.rule.on_peer_notices(message)  # rows that changed hands, before the gradient that may use them
+            refusal, message = (Refusal("wrong_shape", misfit), message) if misfit is not None else self._admit(message)
             if refusal is not None:
                 self.messages_rejected += 1
                 out += self.set_aside(_message_letter(refusal.reason, refusal.detail, message), policy=False)
@@ -436,6 +437,9 @@ class Replica:
         """Applies the batch's row notices; ``False`` (and the batch set aside) when they are malformed."""
         try:
             notices = batch_notices(batch)
+            misfit = self.rows.misfit(notices)
+            if misfit is not None:
+                raise WireFormatError(misfit)
         except WireFormatError as err:
             out += self.set_aside(DeadLetter("not_a_record", str(err), "batch", "replica", batch.id,
                                              preview(batch_summary(batch))))

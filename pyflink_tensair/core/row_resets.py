@@ -13,7 +13,9 @@ inherits the old one's vector. A row's *generation* counts its ids: a notice
   applies them before the gradient that may use the fresh row (synchronous replicas: before the
   step's average, so they stay bit-identical).
 - :class:`RowResets` keeps each row's generation and id: a notice is applied once (the newest
-  generation wins), whichever way it arrives first. Its map is what exports carry.
+  generation wins), whichever way it arrives first. An id holds one row: one that takes a new row
+  (it expired, then came back) leaves its old one, which stays unmapped until its next notice.
+  Its map is what exports carry.
 
 Fresh values depend only on (table, layer, row, generation) and the layer's initializer, so
 every replica draws the same numbers without a copy of the initial table.
@@ -106,14 +108,20 @@ def decode_notices(text: Optional[str]) -> Dict[str, TableNotices]:
         data = json.loads(text)
         notices = {}
         for name, table in data.items():
-            rows = int(table["rows"])
+            rows, layers = table["rows"], table["layers"]
+            if type(rows) is not int or rows < 2:
+                raise ValueError(f"a table's row count is an integer >= 2 (row 0 is the shared unknown row), not {rows!r}")
+            if not isinstance(layers, list) or not layers or not all(isinstance(layer, str) for layer in layers):
+                raise ValueError(f"a table's layers are a list of layer names, not {layers!r}")
             reassigned = tuple(map(Reassignment._make, table["reassigned"]))
             if reassigned:
                 numbers = np.array([r[:2] for r in reassigned])  # ValueError for anything but numbers
                 if (numbers.ndim != 2 or numbers.dtype.kind != "i" or not (0 < numbers[:, 0]).all()
                         or not (numbers[:, 0] < rows).all() or not (numbers[:, 1] >= 1).all()):
                     raise ValueError("rows and generations are integers, a row inside the table, a generation >= 1")
-            notices[str(name)] = TableNotices(rows, tuple(str(layer) for layer in table["layers"]), reassigned)
+                if not all(type(r.id) in (str, int) for r in reassigned):  # bool is not int here
+                    raise ValueError("ids are strings or integers")
+            notices[str(name)] = TableNotices(rows, tuple(layers), reassigned)
         return notices
     except (TypeError, ValueError, KeyError, AttributeError) as err:
         raise WireFormatError(f"malformed row notices: {type(err).__name__}: {err}") from None
@@ -143,6 +151,7 @@ class RowResets:
         self.generations: Dict[str, np.ndarray] = {}
         self.ids: Dict[str, List[Optional[Hashable]]] = {}
         self.layers: Dict[str, Tuple[str, ...]] = {}
+        self._rows: Dict[str, Dict[Hashable, int]] = {}  # id -> row, the inverse of ids
 
     def apply(self, notices: Notices, reset: Optional[Reset]) -> Dict[str, TableNotices]:
         """Resets (through ``reset``) every row whose notice has a newer generation; returns the
@@ -162,19 +171,32 @@ class RowResets:
             if reset is not None:
                 reset(name, table.layers, rows, gens)
             generations[rows] = gens
-            for r in chosen:
-                self.ids[name][r.row] = r.id
+            for r in table.reassigned:  # in stream order: an id that came back holds its newest row
+                if newest.get(r.row) is r:
+                    self._assign(name, r.row, r.id)
             applied[name] = TableNotices(table.rows, table.layers, tuple(chosen))
         return applied
+
+    def misfit(self, notices: Notices) -> Optional[str]:
+        """Why ``notices`` do not fit the tables this replica knows (another row count or other
+        layers), or ``None`` when they fit: checked before anything is applied."""
+        for name, table in notices.items():
+            if name in self.generations and (self.generations[name].shape[0] != table.rows
+                                             or self.layers[name] != table.layers):
+                return (f"row notices for table {name!r} of {table.rows} rows over {table.layers}; this "
+                        f"replica's has {self.generations[name].shape[0]} rows over {self.layers[name]}")
+        return None
 
     def _table(self, name: str, table: TableNotices) -> np.ndarray:
         if name not in self.generations:
             self.generations[name] = np.zeros(table.rows, np.int64)
             self.ids[name] = [None] * table.rows
+            self._rows[name] = {}
             self.layers[name] = table.layers
-        elif self.generations[name].shape[0] != table.rows or self.layers[name] != table.layers:
-            raise WireFormatError(f"row notices for table {name!r} of {table.rows} rows over {table.layers}; this "
-                                  f"replica's has {self.generations[name].shape[0]} rows over {self.layers[name]}")
+        else:
+            detail = self.misfit({name: table})
+            if detail is not None:
+                raise WireFormatError(detail)
         return self.generations[name]
 
     def adopt(self, state: Mapping[str, np.ndarray]) -> None:
@@ -187,11 +209,24 @@ class RowResets:
             newer = np.flatnonzero(generations > mine)
             mine[newer] = generations[newer]
             for row in newer.tolist():
-                self.ids[name][row] = other.ids[name][row]
+                self._assign(name, row, other.ids[name][row])
+
+    def _assign(self, name: str, row: int, identifier: Optional[Hashable]) -> None:
+        """``row`` is ``identifier``'s now: the row's old id and the id's old row part."""
+        ids, rows = self.ids[name], self._rows[name]
+        old = ids[row]
+        if old is not None and rows.get(old) == row:
+            del rows[old]
+        if identifier is not None:
+            previous = rows.get(identifier)
+            if previous is not None and previous != row:
+                ids[previous] = None
+            rows[identifier] = row
+        ids[row] = identifier
 
     def mapping(self, name: str) -> Dict[Hashable, int]:
         """Id -> row of table ``name`` as this replica knows it."""
-        return {i: row for row, i in enumerate(self.ids.get(name, ())) if i is not None}
+        return dict(self._rows.get(name, {}))
 
     def maps(self) -> Dict[str, Dict]:
         """Every table's map and layers, as exports carry them (JSON-ready)."""
@@ -209,16 +244,15 @@ class RowResets:
                 **{f"rows/{name}/generations": g for name, g in self.generations.items()}}
 
     def restore(self, state: Mapping[str, np.ndarray]) -> None:
-        self.generations, self.ids, self.layers = {}, {}, {}
+        self.generations, self.ids, self.layers, self._rows = {}, {}, {}, {}
         if "rows/maps" not in state:
             return
         for name, table in json.loads(state["rows/maps"].tobytes().decode("utf-8")).items():
             self.generations[name] = np.array(state[f"rows/{name}/generations"], np.int64)
             self.layers[name] = tuple(table["layers"])
-            ids: List[Optional[Hashable]] = [None] * int(table["rows"])
+            self.ids[name], self._rows[name] = [None] * int(table["rows"]), {}
             for identifier, row in table["ids"]:
-                ids[row] = identifier
-            self.ids[name] = ids
+                self._assign(name, row, identifier)
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

@@ -41,6 +41,7 @@ from .guards import check_norm, gradient_norm
 from .messages import GradientMessage, Gradients, RefusedMessage, SparseGradient, WeightsMessage
 from .model_api import StepResult
 from .peer_updates import peer_update
+from .row_resets import Notices
 
 if TYPE_CHECKING:  # the rule calls back into its replica; the replica module imports this one
     from .replica import Replica
@@ -73,6 +74,11 @@ class UpdateRule(abc.ABC):
         """This replica has sent its done marker: it contributes no more steps."""
 
     # ------------------------------------------------------------------ peers' messages
+
+    def on_peer_notices(self, message: GradientMessage) -> None:
+        """The row notices a peer's gradient message carries (before it is vetted; not a repeat):
+        applied at once, before the gradient that may use the fresh rows."""
+        self.replica._apply_notices(message.notices, own=False)
 
     @abc.abstractmethod
     def on_peer_gradient(self, message: GradientMessage) -> None:
@@ -141,12 +147,16 @@ class SynchronousSGD(UpdateRule):
     when the step-``k`` gradients of every replica still training are in, it applies their
     average, summed in replica order. Every replica applies the same updates in the same order, so
     replicas stay bit-identical; a refused or unreadable step is a zero in the average, everywhere
-    alike."""
+    alike. Row notices (id tables) a peer's step-``k`` message carries wait for that step too: they
+    are applied just before its average, in replica order, never before an earlier step's average
+    (with three replicas or more a peer's step ``k`` can arrive before this replica's step
+    ``k - 1`` is complete)."""
 
     def __init__(self, replica: Replica):
         super().__init__(replica)
         self.completed = 0  # the last step whose averaged update is applied
         self.pending: Dict[int, Dict[int, Gradients]] = {}  # step -> replica -> its contribution
+        self.notices: Dict[int, Dict[int, Notices]] = {}  # step -> replica -> the row notices its message carried
 
     def skips(self, result: StepResult) -> bool:
         return False  # a step that is not finite is a zero contribution instead (own_step)
@@ -172,6 +182,10 @@ class SynchronousSGD(UpdateRule):
 
     def on_done_sent(self) -> None:
         self._complete_steps()
+
+    def on_peer_notices(self, message: GradientMessage) -> None:
+        if message.notices and message.step > self.completed:  # a repeat's notices came with its first copy
+            self.notices.setdefault(message.step, {})[message.sender] = message.notices
 
     def on_peer_gradient(self, message: GradientMessage) -> None:
         self.pending.setdefault(message.step, {})[message.sender] = message.gradients
@@ -220,6 +234,9 @@ class SynchronousSGD(UpdateRule):
             pending = self.pending.get(step, {})
             if not contributors or any(r not in pending for r in contributors):
                 return
+            notices = self.notices.pop(step, {})
+            for sender in sorted(notices):
+                replica._apply_notices(notices[sender], own=False)
             replica._model_call(replica.model.apply_gradients, average_gradients([pending[r] for r in contributors]))
             replica.model_version += 1
             replica.messages_applied += len(contributors) - (replica.id in contributors)
@@ -240,15 +257,18 @@ class SynchronousSGD(UpdateRule):
         return {"sync_done": self.completed}
 
     def snapshot(self) -> Dict[str, np.ndarray]:
-        return {f"sync/{step}/{sender}": _encoded(GradientMessage(sender, step, step, grads))
+        return {f"sync/{step}/{sender}": _encoded(GradientMessage(sender, step, step, grads,
+                                                                  notices=self.notices.get(step, {}).get(sender, {})))
                 for step, contributions in self.pending.items() for sender, grads in contributions.items()}
 
     def restore(self, state: Mapping[str, np.ndarray], counters: Mapping[str, int]) -> None:
         self.completed = int(counters.get("sync_done", self.completed))
-        self.pending = {}
+        self.pending, self.notices = {}, {}
         for key in sorted(k for k in state if k.startswith("sync/")):
             message = cast(GradientMessage, wire.decode_message(state[key].tobytes()))
             self.pending.setdefault(message.step, {})[message.sender] = message.gradients
+            if message.notices:
+                self.notices.setdefault(message.step, {})[message.sender] = message.notices
 
 
 class DASGD(UpdateRule):

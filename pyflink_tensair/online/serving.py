@@ -154,11 +154,19 @@ def _input_shape(adapter):
     return tuple(shape) if shape is not None and all(isinstance(n, int) for n in shape) else None
 
 
+def _jvm_parse_shape(adapter):
+    """The events' features shape when the JVM parses them (:func:`_input_shape`); ``None`` for a
+    model of ids, whose events name ids that only the Python side's id maps turn into rows."""
+    return None if _id_inputs(adapter) is not None else _input_shape(adapter)
+
+
 def _id_inputs(adapter):
     """The input names of a model whose inputs are all named integer inputs of one value each
     (ids: rows of the id tables of the same names), else ``None``."""
     spec = adapter.batch_spec()
     names = tuple(spec.inputs)
+    if names == (None,) and spec.inputs[None] == () and None in spec.integer_inputs:
+        return (adapter.model.inputs[0].name,)  # one input: its tensor's name is its table's
     if names and None not in names and all(spec.inputs[n] == () and n in spec.integer_inputs for n in names):
         return names
     return None
@@ -213,6 +221,7 @@ class _Server:
         self._shape = _input_shape(self._adapter)
         self._view = ModelView(self._adapter)
         self._id_inputs = _id_inputs(self._adapter)
+        self._one_input = None in self._adapter.batch_spec().inputs  # takes an array, not a dict by name
         if isinstance(self._model, (str, os.PathLike)):  # an export: its id maps beside it
             from ..embeddings.maps import id_maps
 
@@ -320,7 +329,8 @@ class _Server:
                 good.append(x)
         if not good:
             return None, bad
-        return {name: self._view.rows_of(name, [x[name] for x in good]) for name in names}, bad
+        rows = {name: self._view.rows_of(name, [x[name] for x in good]) for name in names}
+        return (rows[names[0]] if self._one_input else rows), bad
 
     def _dead_letter(self, err, index: int, text):
         return self._dead_letters_tag, DeadLetter("not_a_record", f"{type(err).__name__}: {err}"[:300], "event",
@@ -415,7 +425,7 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
     if updates is not None and not isinstance(updates, DataStream):
         raise ConfigError(f"updates must be a TrainOutput, its updates stream or None. Received: {type(updates).__name__}")
     check_model_argument(model)
-    shape = _input_shape(KerasModelAdapter(load_model(model, seed=config.seed))) if check_model else None
+    shape = _jvm_parse_shape(KerasModelAdapter(load_model(model, seed=config.seed))) if check_model else None
     j_env = events._j_data_stream.getExecutionEnvironment()
     add_channel_jar(j_env)
     use_this_interpreter(j_env)
