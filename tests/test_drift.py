@@ -211,6 +211,16 @@ def test_auto_policy_converges_when_the_loss_stops_falling_by_the_tolerance():
     assert policy.convergences == 1
 
 
+def test_a_spike_at_the_end_of_the_newer_window_is_not_convergence():
+    # the newer window's mean equals the older's (0.5), but it ends in a spike: a loss that rises
+    # (a drift demo run "converged" so at loss 1.1 and then raised a false alarm)
+    spiking = AutoPolicy(window=10, tolerance=0.05)
+    events = [spiking.observe(v) for v in [0.5] * 10 + [0.1] * 7 + [(5.0 - 0.7) / 3] * 3]
+    assert events[-1] is None and spiking.training
+    level = AutoPolicy(window=10, tolerance=0.05)
+    assert [level.observe(v) for v in [0.5] * 10 + [0.6, 0.4] * 5][-1] == "converged"  # noise, no trend
+
+
 def test_auto_policy_resumes_on_its_own_drift_or_a_peers_and_ignores_missing_losses():
     policy = AutoPolicy(window=3, tolerance=0.5, detector="page_hinkley", detector_parameters={"threshold": 1.0, "min_values": 3})
     for v in [1.0] * 6:

@@ -110,7 +110,9 @@ def test_notices_round_trip_and_bad_ones_are_refused():
                 '{"w": {"rows": -1, "layers": ["a"], "reassigned": []}}', '{"w": {"rows": 5, "layers": [], "reassigned": []}}',
                 '{"w": {"rows": 5, "layers": ["a"], "reassigned": [[1, 1, [1, 2]]]}}',
                 '{"w": {"rows": 5, "layers": ["a"], "reassigned": [[1, 1, null]]}}',
-                '{"w": {"rows": 5, "layers": ["a"], "reassigned": [[1, 1, true]]}}'):
+                '{"w": {"rows": 5, "layers": ["a"], "reassigned": [[1, 1, true]]}}',
+                '{"w": {"rows": 5, "layers": ["a"], "reassigned": [[true, 1, "x"]]}}',
+                '{"w": {"rows": 5, "layers": ["a"], "reassigned": [[1, true, "x"]]}}'):
         with pytest.raises(WireFormatError, match="malformed row notices"):
             decode_notices(bad)
 
@@ -140,6 +142,10 @@ def test_an_id_that_expires_and_comes_back_holds_one_row_in_every_map():
         resets.apply({"t": TableNotices(table.rows, ("e",), tuple(table.take_reassignments()))}, None)
     assert table.statistics.expired >= 1 and resets.mapping("t") == table.mapping() == {"a": 1, "b": 2}
     assert resets.maps()["t"]["ids"] == [["a", 1], ["b", 2]]
+    sender, receiver = RowResets(), RowResets()  # what a replica passes on keeps the stream's order
+    sent = sender.apply({"t": TableNotices(8, ("e",), (Reassignment(5, 1, "X"), Reassignment(3, 1, "X")))}, None)
+    receiver.apply(decode_notices(encode_notices(sent)), None)
+    assert sender.mapping("t") == receiver.mapping("t") == {"X": 3}
     copy = RowResets()
     copy.restore(resets.snapshot())
     assert copy.mapping("t") == table.mapping()
@@ -307,6 +313,13 @@ def test_a_peer_message_whose_notices_do_not_fit_is_refused_not_applied():
     replica.on_gradient(wire.decode_message(wire.encode_message(GradientMessage(1, 1, 1, gradients, notices=other))))
     assert replica.messages_rejected == 1 and replica.dead_letters == 1
     assert np.array_equal(replica.rows.generations["words"], generations)
+    # synchronous replicas hold peers' notices until the step's average: checked against each other too
+    replica = Replica(0, _word2vec(31), TrainConfig(replicas=3, staleness_bound=0))
+    fits = {"words": TableNotices(31, ("target_embedding", "context_embedding"), (Reassignment(1, 1, "a"),))}
+    for sender, notices in ((1, fits), (2, other)):
+        replica.on_gradient(wire.decode_message(wire.encode_message(GradientMessage(sender, 1, 1, gradients,
+                                                                                    notices=notices))))
+    assert replica.messages_rejected == 1 and replica.rule.notices == {1: {1: fits}}
 
 
 def test_id_columns_make_one_batch_per_chunk_with_both_tables_notices_and_restore_exactly():

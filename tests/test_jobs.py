@@ -178,22 +178,27 @@ def test_drift_demo_with_two_replicas_detects_the_permutation_and_nothing_before
     # two replicas with TensAIR's rule (no bound), the demo's defaults. Before issue 24 part 5 a
     # replica that converged ahead of its lagging peer served while applying the peer's stale
     # gradients; its loss rose and OPTWIN fired before the drift in 2 of 5 runs of this command.
-    # A serving replica's model is now fixed (core/replica.py), so the drift is the only rise in
-    # its loss. Timing still decides where each replica converges; measured over 7 runs
-    # (2026-12-03, docs/use_cases.md): first convergence at batches 122-176 (checked: < 240),
-    # detections at 240-241 only (checked: none before 240, delay < 10), auto trained 49-71% of
-    # the batches (one CI run under load: 91%; checked: < 100%, i.e. it served), one model version
-    # per serving phase in every run.
-    result = _run("drift_demo.py", "--every", "240", "--drifts", "1", "--auto-window", "15",
+    # A serving replica's model is now fixed (core/replica.py), and a loss spike at the end of the
+    # convergence test's window is not a level (drift/policy.py), so the drift is the only rise in
+    # its loss. Timing still decides where each replica converges (docs/use_cases.md): first
+    # convergence at batches 122-176 over 8 runs before that test, 128-226 over 9 after it, so the
+    # drift is at 300 (it was at 240); auto trained 49-92% of the batches (checked: < 100%, i.e. it
+    # served). OPTWIN tests from 30 values on, primed with
+    # the last 15 training losses: a replica that began serving shortly before the drift needs
+    # more batches to find it.
+    every = 300
+    result = _run("drift_demo.py", "--every", str(every), "--drifts", "1", "--auto-window", "15",
                   "--auto-tolerance", "0.05", "--outdir", str(tmp_path), "--checkpoints-interval-s", "none")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     summary = json.load(open(tmp_path / "drift_demo.json"))
     auto, always = summary["modes"]["auto"], summary["modes"]["train"]
-    assert summary["drift_points"] == [240] and auto["batches"] == always["batches"] == 480
+    assert summary["drift_points"] == [every] and auto["batches"] == always["batches"] == 2 * every
     assert always["trained_share"] == 1.0 and auto["trained_share"] < 1.0 and auto["converged_at"], auto
-    assert min(auto["converged_at"]) < 240, auto  # serving before the drift, so the drift is there to detect
-    assert [d for d in auto["detections"] if d < 240] == [], auto  # no false alarm from a fixed model
-    assert auto["detection_delays"][0] is not None and auto["detection_delays"][0] < 10, auto
+    first = min(auto["converged_at"])
+    assert first < every, auto  # serving before the drift, so the drift is there to detect
+    assert [d for d in auto["detections"] if d < every] == [], auto  # no false alarm from a fixed model
+    delay = auto["detection_delays"][0]
+    assert delay is not None and delay < (10 if every - first >= 40 else 40), auto
     assert always["detections"] == [] and os.path.getsize(tmp_path / "drift_demo.png") > 10_000
     # what makes it so, whatever the timing: every serving phase predicts with one model version
     batches = [m for m in _json_lines(tmp_path / "auto", "metrics") if m["phase"] == "batch"]

@@ -88,6 +88,10 @@ def test_a_failed_export_leaves_no_partial_file(tmp_path):
     exporter = ModelExporter(str(tmp_path), every_s=1.0)
     exporter.export(_Model(), version=2, id_maps=maps)
     assert sorted(os.listdir(tmp_path)) == ["model-v000000002.ids.json", "model-v000000002.keras"]
+    with pytest.raises(OSError, match="disk full"):  # the same version again, failing: the old pair stays
+        exporter.export(Failing(), version=2, id_maps={"t": {"layers": ["e"], "rows": 3, "ids": [["b", 1]]}})
+    assert sorted(os.listdir(tmp_path)) == ["model-v000000002.ids.json", "model-v000000002.keras"]
+    assert "a" in open(tmp_path / "model-v000000002.ids.json").read()
     exporter.export(_Model(), version=2)  # the same version again, a model without id tables: no stale maps
     assert os.listdir(tmp_path) == ["model-v000000002.keras"]
 

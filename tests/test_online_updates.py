@@ -203,6 +203,10 @@ def test_events_of_a_model_of_ids_are_parsed_where_the_maps_are_even_with_one_id
     assert _jvm_parse_shape(KerasModelAdapter(load_model(features, seed=0))) == (3,)
     server = UpdatedServer(one_id, json_event, ServeConfig(python_in="jvm"))
     server.open(Context())
+    out = list(server._answer(["0", "0", json.dumps({"id": "e0", "x": 4})]))  # no maps yet: row numbers
+    (answers,) = [o for o in out if isinstance(o, bytes)]
+    expected = server._adapter.model.predict_on_batch(np.array([4], np.int32))
+    np.testing.assert_allclose(np.frombuffer(answers[-8:], "<f8"), expected[:, 0], rtol=1e-5)
     server._view.set_maps({"user": {"u1": 3}})
     out = list(server._answer(["0", "0", json.dumps({"id": "e1", "x": {"user": "u1"}}),
                                json.dumps({"id": "e2", "x": {"user": "nope"}})]))

@@ -295,6 +295,7 @@ class Replica:
         if isinstance(message, (GradientMessage, WeightsMessage)) and not self._is_repeat(message):
             misfit = self.rows.misfit(message.notices) if isinstance(message, GradientMessage) else None
             if isinstance(message, GradientMessage) and misfit is None:
+                self.rows.declare(message.notices)  # notices held for later are checked against these
                 self.rule.on_peer_notices(message)  # rows that changed hands, before the gradient that may use them
             refusal, message = (Refusal("wrong_shape", misfit), message) if misfit is not None else self._admit(message)
             if refusal is not None:

@@ -15,6 +15,8 @@ inherits the old one's vector. A row's *generation* counts its ids: a notice
 - :class:`RowResets` keeps each row's generation and id: a notice is applied once (the newest
   generation wins), whichever way it arrives first. An id holds one row: one that takes a new row
   (it expired, then came back) leaves its old one, which stays unmapped until its next notice.
+  Notices are applied and passed on in stream order; a replica meets each in its own batches in
+  that order when ``notice_window`` is at least the replica count and batches go round robin.
   Its map is what exports carry.
 
 Fresh values depend only on (table, layer, row, generation) and the layer's initializer, so
@@ -119,8 +121,9 @@ def decode_notices(text: Optional[str]) -> Dict[str, TableNotices]:
                 if (numbers.ndim != 2 or numbers.dtype.kind != "i" or not (0 < numbers[:, 0]).all()
                         or not (numbers[:, 0] < rows).all() or not (numbers[:, 1] >= 1).all()):
                     raise ValueError("rows and generations are integers, a row inside the table, a generation >= 1")
-                if not all(type(r.id) in (str, int) for r in reassigned):  # bool is not int here
-                    raise ValueError("ids are strings or integers")
+                if not all(type(r.row) is int and type(r.generation) is int and type(r.id) in (str, int)
+                           for r in reassigned):  # bool is not int here
+                    raise ValueError("rows and generations are integers, ids strings or integers")
             notices[str(name)] = TableNotices(rows, tuple(layers), reassigned)
         return notices
     except (TypeError, ValueError, KeyError, AttributeError) as err:
@@ -165,15 +168,15 @@ class RowResets:
                     newest[r.row] = r
             if not newest:
                 continue
-            chosen = sorted(newest.values(), key=lambda r: r.row)
-            rows = np.array([r.row for r in chosen], np.int64)
-            gens = np.array([r.generation for r in chosen], np.int64)
+            chosen = [r for r in table.reassigned if newest.get(r.row) is r]  # stream order, passed on as such
+            by_row = sorted(chosen, key=lambda r: r.row)
+            rows = np.array([r.row for r in by_row], np.int64)
+            gens = np.array([r.generation for r in by_row], np.int64)
             if reset is not None:
                 reset(name, table.layers, rows, gens)
             generations[rows] = gens
-            for r in table.reassigned:  # in stream order: an id that came back holds its newest row
-                if newest.get(r.row) is r:
-                    self._assign(name, r.row, r.id)
+            for r in chosen:  # an id that came back holds its newest row
+                self._assign(name, r.row, r.id)
             applied[name] = TableNotices(table.rows, table.layers, tuple(chosen))
         return applied
 
@@ -186,6 +189,12 @@ class RowResets:
                 return (f"row notices for table {name!r} of {table.rows} rows over {table.layers}; this "
                         f"replica's has {self.generations[name].shape[0]} rows over {self.layers[name]}")
         return None
+
+    def declare(self, notices: Notices) -> None:
+        """Takes note of the tables ``notices`` name (row count, layers) without applying them, so
+        that :meth:`misfit` checks later notices against them (notices held for later)."""
+        for name, table in notices.items():
+            self._table(name, table)
 
     def _table(self, name: str, table: TableNotices) -> np.ndarray:
         if name not in self.generations:

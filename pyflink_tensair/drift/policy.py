@@ -8,7 +8,10 @@ and is in one of two phases::
 - **Converged**: at least ``2 * window`` batches trained since training (re)started (or since a
   peer's drift notice, or since the loss last rose), and the mean loss of the last ``window``
   batches is within ``tolerance`` (relative) of the mean of the ``window`` before them: it neither
-  falls nor rises any more.
+  falls nor rises any more; and the newest half of that window is not above the window's mean by
+  more than ``tolerance``, so that a spike at its end, which can bring a falling window's mean level
+  with the one before, is not taken for a level (a drift demo replica "converged" so at loss 1.1,
+  then raised a false alarm).
 - **A rise while training**: a second detector of the same kind (``watch``) watches the training
   losses; when it finds a rise (the stream changed while nobody served, so nobody detected a
   drift), the convergence test starts afresh. Nothing is sent or reported (``rises`` counts them):
@@ -126,7 +129,11 @@ class AutoPolicy:
         values = list(self.recent)
         older = sum(values[:self.window]) / self.window
         newer = sum(values[self.window:]) / self.window
-        return abs(newer - older) <= self.tolerance * abs(older)
+        half = self.window // 2
+        newest = sum(values[-half:]) / half if half else newer
+        # and not rising inside the newer window: a spike at its end can bring its mean level
+        # with a higher, older window's
+        return abs(newer - older) <= self.tolerance * abs(older) and newest <= newer * (1 + self.tolerance)
 
     def snapshot(self) -> dict:
         return {"window": self.window, "tolerance": self.tolerance, "detector_kind": self.detector_kind,

@@ -90,30 +90,30 @@ class ModelExporter:
     def export(self, keras_model, version: int, id_maps: Optional[Mapping] = None) -> str:
         """Saves ``keras_model`` as the export of ``version`` (replacing one of the same version,
         as a replica that retrains after a restore does); returns its path. ``id_maps`` (the
-        replica's id tables, :mod:`pyflink_tensair.embeddings.maps`) go beside it first, in
-        ``model-v<version>.ids.json``, so that whoever sees the ``.keras`` finds its maps; when the
-        model cannot be saved they are removed again. The next interval starts when it is written
-        (or failed)."""
+        replica's id tables, :mod:`pyflink_tensair.embeddings.maps`) go beside it, in
+        ``model-v<version>.ids.json``, swapped in just before the model, so that whoever sees the
+        ``.keras`` finds its maps; nothing is swapped in when the model cannot be saved. The next
+        interval starts when it is written (or failed)."""
         os.makedirs(self.directory, exist_ok=True)
         final = export_path(self.directory, version)
         maps = ids_path(final)
-        partial = os.path.join(self.directory, f".{os.path.basename(final)[:-len('.keras')]}-{os.getpid()}.partial.keras")
-        saved = False
+        stem = os.path.join(self.directory, f".{os.path.basename(final)[:-len('.keras')]}-{os.getpid()}.partial")
+        partial, partial_maps = stem + ".keras", stem + ".ids.json"
         try:
             if id_maps:
-                write_id_maps(maps, id_maps)
-            elif os.path.exists(maps):  # an earlier export of this version's maps would not be this model's
-                os.remove(maps)
+                write_id_maps(partial_maps, id_maps)
             keras_model.save(partial)
+            if id_maps:
+                os.replace(partial_maps, maps)
+            elif os.path.exists(maps):  # an earlier export of this version's maps are not this model's
+                os.remove(maps)
             os.replace(partial, final)
-            saved = True
         finally:
             self._pending = False
             self._next = self._clock() + self.every_s
-            if os.path.exists(partial):
-                os.remove(partial)
-            if not saved and id_maps and os.path.exists(maps) and not os.path.exists(final):
-                os.remove(maps)
+            for path in (partial, partial_maps):
+                if os.path.exists(path):
+                    os.remove(path)
         self.exports += 1
         return final
 

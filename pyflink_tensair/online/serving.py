@@ -166,7 +166,8 @@ def _id_inputs(adapter):
     spec = adapter.batch_spec()
     names = tuple(spec.inputs)
     if names == (None,) and spec.inputs[None] == () and None in spec.integer_inputs:
-        return (adapter.model.inputs[0].name,)  # one input: its tensor's name is its table's
+        # one input: its tensor's name is its table's (ids once maps of that name come; else row numbers)
+        return (adapter.model.inputs[0].name,)
     if names and None not in names and all(spec.inputs[n] == () and n in spec.integer_inputs for n in names):
         return names
     return None
@@ -285,8 +286,8 @@ class _Server:
         """``(features stacked, [(index, error) of each event set aside])``: in one step when
         every event fits (the common case; per event, the checks cost a quarter of a server's
         time), else event by event, so that each bad one gets its own reason."""
-        if self._id_inputs is not None:
-            return self._id_features(xs)
+        if self._id_inputs is not None and (not self._one_input or self._id_inputs[0] in self._view.id_rows):
+            return self._id_features(xs)  # one integer input is ids only once maps of its name came
         try:
             stacked = np.asarray(xs, np.float32)
         except (ValueError, TypeError):
