@@ -293,9 +293,9 @@ class Replica:
             self._drain(out)
             return out
         if isinstance(message, (GradientMessage, WeightsMessage)) and not self._is_repeat(message):
-            misfit = self.rows.misfit(message.notices) if isinstance(message, GradientMessage) else None
+            # the notices' tables declared: notices held for later are checked against them
+            misfit = self.rows.declare(message.notices) if isinstance(message, GradientMessage) else None
             if isinstance(message, GradientMessage) and misfit is None:
-                self.rows.declare(message.notices)  # notices held for later are checked against these
                 self.rule.on_peer_notices(message)  # rows that changed hands, before the gradient that may use them
             refusal, message = (Refusal("wrong_shape", misfit), message) if misfit is not None else self._admit(message)
             if refusal is not None:
@@ -438,7 +438,7 @@ class Replica:
         """Applies the batch's row notices; ``False`` (and the batch set aside) when they are malformed."""
         try:
             notices = batch_notices(batch)
-            misfit = self.rows.misfit(notices)
+            misfit = self.rows.declare(notices)
             if misfit is not None:
                 raise WireFormatError(misfit)
         except WireFormatError as err:

@@ -116,14 +116,11 @@ def decode_notices(text: Optional[str]) -> Dict[str, TableNotices]:
             if not isinstance(layers, list) or not layers or not all(isinstance(layer, str) for layer in layers):
                 raise ValueError(f"a table's layers are a list of layer names, not {layers!r}")
             reassigned = tuple(map(Reassignment._make, table["reassigned"]))
-            if reassigned:
-                numbers = np.array([r[:2] for r in reassigned])  # ValueError for anything but numbers
-                if (numbers.ndim != 2 or numbers.dtype.kind != "i" or not (0 < numbers[:, 0]).all()
-                        or not (numbers[:, 0] < rows).all() or not (numbers[:, 1] >= 1).all()):
-                    raise ValueError("rows and generations are integers, a row inside the table, a generation >= 1")
-                if not all(type(r.row) is int and type(r.generation) is int and type(r.id) in (str, int)
-                           for r in reassigned):  # bool is not int here
-                    raise ValueError("rows and generations are integers, ids strings or integers")
+            # one pass (a NumPy array of the numbers and a type pass beside it cost twice as much);
+            # type(...) is int: JSON's true is a bool, not a row
+            if not all(type(row) is int and type(generation) is int and type(i) in (str, int)
+                       and 0 < row < rows and generation >= 1 for row, generation, i in reassigned):
+                raise ValueError("rows are integers inside the table, generations integers >= 1, ids strings or integers")
             notices[str(name)] = TableNotices(rows, tuple(layers), reassigned)
         return notices
     except (TypeError, ValueError, KeyError, AttributeError) as err:
@@ -190,11 +187,15 @@ class RowResets:
                         f"replica's has {self.generations[name].shape[0]} rows over {self.layers[name]}")
         return None
 
-    def declare(self, notices: Notices) -> None:
-        """Takes note of the tables ``notices`` name (row count, layers) without applying them, so
-        that :meth:`misfit` checks later notices against them (notices held for later)."""
-        for name, table in notices.items():
-            self._table(name, table)
+    def declare(self, notices: Notices) -> Optional[str]:
+        """:meth:`misfit`; when they fit, takes note of the tables ``notices`` name (row count,
+        layers) without applying them, so that later notices are checked against them (notices
+        held for later)."""
+        detail = self.misfit(notices)
+        if detail is None:
+            for name, table in notices.items():
+                self._table(name, table)
+        return detail
 
     def _table(self, name: str, table: TableNotices) -> np.ndarray:
         if name not in self.generations:
