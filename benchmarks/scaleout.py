@@ -6,8 +6,9 @@ crossings into Python: the trainer thread overlaps them), replicas spread over T
 ``--cores-per-machine`` cores joined by a ``--gbit`` network. Per replica and local step::
 
     DASGD      T = max(trainer, host, network)
-               trainer = grad + N * apply                  (its own gradient and each peer's)
-               host    = h_batch + (N - 1) * h_message(g)  (a batch in, N - 1 messages in)
+               trainer = own + (N - 1) * apply             (its fused step, and each peer's apply)
+               host    = h_batch + send + (N - 1) * h_message(g)  (a batch in, one message out:
+                                                           its encoding and h_send, N - 1 messages in)
                network = (N - 1) * g * per_machine / bandwidth
     bounded s  T_s = max(T, L / s)                          (L: a gradient's trip to a peer and
                                                             the wait behind the step it meets)
@@ -16,7 +17,8 @@ crossings into Python: the trainer thread overlaps them), replicas spread over T
                U(N) = N * (h_message(g) + sum) + apply + N * M / bandwidth   (the one updater)
 
 Throughput is ``N / T`` (``N / G``). On a machine of ``C`` cores that also runs the host work,
-it is at most ``C / cpu_per_batch`` (``--cores`` with ``--cpu-per-batch``): that is how the
+it is at most ``C / (cpu_per_batch + send + (N - 1) * (apply + h_message(g)))`` (``--cores``
+with ``--cpu-per-batch``, the CPU of a batch at one replica, which sends nothing): that is how the
 model is checked against the points measured on this machine. The Flink ML pattern saturates
 where the updater's ``U(N)`` exceeds the workers' part of the global step.
 
@@ -63,6 +65,8 @@ class Costs:
     h_message_s: float
     h_byte_s: float
     cpu_per_batch_s: Optional[float] = None
+    h_send_s: float = 0.0  # the host's time to send one message (the hand-off to Java), once for all its peers
+    own_step_s: Optional[float] = None  # the replica's fused step (gradient, own apply, rows out); else grad + apply
 
 
 def _median_time(function, repeats: int) -> float:
@@ -75,7 +79,7 @@ def _median_time(function, repeats: int) -> float:
 
 
 def measure_costs(workload_name: str, repeats: int, h_batch_s: float, h_message_s: float, h_byte_s: float,
-                  cpu_per_batch_s: Optional[float]) -> Costs:
+                  cpu_per_batch_s: Optional[float], h_send_s: float = 0.0) -> Costs:
     from benchmarks.throughput import workloads
     from pyflink_tensair.core import wire
     from pyflink_tensair.core.gradients import average_gradients
@@ -92,12 +96,18 @@ def measure_costs(workload_name: str, repeats: int, h_batch_s: float, h_message_
     step_times, apply_times = [], []
     for batch in batches[3:3 + repeats]:
         began = time.perf_counter()
-        result = model.compute_gradients(batch)
-        middle = time.perf_counter()
-        model.apply_gradients(result.gradients)
-        step_times.append(middle - began)
-        apply_times.append(time.perf_counter() - middle)
-        grads.append(result.gradients)
+        grads.append(model.compute_gradients(batch).gradients)
+        step_times.append(time.perf_counter() - began)
+    for gradients in grads:  # as a replica applies peers' messages (timed apart from the steps: right after
+        began = time.perf_counter()  # a step, a word2vec apply took 21.5 ms against 9 ms on its own)
+        model.apply_gradients(gradients)
+        apply_times.append(time.perf_counter() - began)
+    model.train_step(batches[0])  # compile
+    own_times = []
+    for batch in batches[3 + repeats:3 + 2 * repeats]:  # the fused step a replica with peers takes
+        began = time.perf_counter()
+        model.train_step(batch)
+        own_times.append(time.perf_counter() - began)
     message = GradientMessage(0, 1, 1, grads[0])
     encoded = wire.encode_message(message)
     weights = model.get_weights()
@@ -122,7 +132,8 @@ def measure_costs(workload_name: str, repeats: int, h_batch_s: float, h_message_
                  model_bytes=len(model_message), changed_bytes=changed,
                  encode_model_s=_median_time(lambda: wire.encode_message(GradientMessage(0, 1, 1, weights)), 3),
                  decode_model_s=_median_time(lambda: wire.decode_message(model_message), 3),
-                 h_batch_s=h_batch_s, h_message_s=h_message_s, h_byte_s=h_byte_s, cpu_per_batch_s=cpu_per_batch_s)
+                 h_batch_s=h_batch_s, h_message_s=h_message_s, h_byte_s=h_byte_s, cpu_per_batch_s=cpu_per_batch_s,
+                 h_send_s=h_send_s, own_step_s=statistics.median(own_times) if own_times else None)
 
 
 def _changed(costs: Costs, n: int) -> int:
@@ -143,8 +154,9 @@ def step_times(costs: Costs, system: str, n: int, *, staleness_bound: int = 4, b
     multi = n > per_machine
     k = broadcast_every if system in ("dasgd", "bounded") else 1
     peer_in = host_time(costs, g) + costs.decode_grad_s
-    trainer = costs.grad_s + costs.apply_s + (n - 1) / k * costs.apply_s
-    host = costs.h_batch_s + costs.encode_grad_s / k + (n - 1) / k * peer_in
+    own = costs.own_step_s if costs.own_step_s is not None else costs.grad_s + costs.apply_s
+    trainer = own + (n - 1) / k * costs.apply_s
+    host = costs.h_batch_s + (costs.encode_grad_s + (costs.h_send_s if n > 1 else 0.0)) / k + (n - 1) / k * peer_in
     network = (n - 1) / k * g * per_machine / bandwidth if multi else 0.0  # a machine's replicas hear every peer
     step = max(trainer, host, network)
     latency = costs.encode_grad_s + peer_in + step / 2 + (k - 1) * step  # and half the step it meets
@@ -165,12 +177,14 @@ def step_times(costs: Costs, system: str, n: int, *, staleness_bound: int = 4, b
 def throughput(costs: Costs, system: str, n: int, *, cores: Optional[int] = None, **kwargs) -> float:
     """Batches per second of ``n`` replicas. ``cores``: all of them on one machine of that many
     cores, which also runs their host work (``cpu_per_batch``, plus per peer message its apply
-    and, at most, its host time)."""
+    and, at most, its host time; per message sent, its encoding and ``h_send``)."""
     rate = n / step_times(costs, system, n, **kwargs)["step"]
     if cores is not None and costs.cpu_per_batch_s:
         k = kwargs.get("broadcast_every", 1) if system in ("dasgd", "bounded") else 1
-        per_peer = costs.apply_s + host_time(costs, costs.grad_bytes) if system in ("dasgd", "bounded", "sync") else 0.0
-        rate = min(rate, cores / (costs.cpu_per_batch_s + (n - 1) / k * per_peer))
+        exchanging = system in ("dasgd", "bounded", "sync") and n > 1
+        per_peer = costs.apply_s + host_time(costs, costs.grad_bytes) if exchanging else 0.0
+        per_send = costs.encode_grad_s + costs.h_send_s if exchanging else 0.0
+        rate = min(rate, cores / (costs.cpu_per_batch_s + per_send / k + (n - 1) / k * per_peer))
     return rate
 
 
@@ -190,6 +204,8 @@ def main(argv=None) -> int:
     parser.add_argument("--h-batch-ms", type=float, required=True, help="host time per batch (replica_path 'outside', no-trainer-thread)")
     parser.add_argument("--h-message-ms", type=float, required=True, help="host time per peer message, less its bytes")
     parser.add_argument("--h-byte-ns", type=float, required=True, help="host time per byte of a record")
+    parser.add_argument("--h-send-ms", type=float, default=0.0,
+                        help="host time per message sent beyond its encoding, once for all peers (default 0)")
     parser.add_argument("--cpu-per-batch-ms", type=float, help="all processes' CPU per batch at one replica")
     parser.add_argument("--cores", type=int, default=2, help="cores of this machine (for the check against measured points)")
     parser.add_argument("--measured", default="", help="replicas:batches/s pairs measured here for dasgd, e.g. 1:17,2:12")
@@ -201,7 +217,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the costs and the table here")
     args = parser.parse_args(argv)
     costs = measure_costs(args.workload, args.repeats, args.h_batch_ms / 1000, args.h_message_ms / 1000, args.h_byte_ns / 1e9,
-                          None if args.cpu_per_batch_ms is None else args.cpu_per_batch_ms / 1000)
+                          None if args.cpu_per_batch_ms is None else args.cpu_per_batch_ms / 1000, args.h_send_ms / 1000)
     options = dict(staleness_bound=args.staleness_bound, bandwidth=args.gbit * 1.25e8, per_machine=args.cores_per_machine)
     shown = {k: (round(v * 1000, 3) if isinstance(v, float) else v) for k, v in asdict(costs).items()}
     shown["h_byte_s"] = f"{costs.h_byte_s * 1e9:g} ns"

@@ -310,7 +310,12 @@ def test_scaleout_model_on_a_small_machine_is_capped_by_its_cpu():
     costs = _costs(cpu_per_batch_s=0.080)
     assert throughput(costs, "dasgd", 1, cores=2) == pytest.approx(1 / 0.044)  # the trainer, not the CPU, binds
     # two replicas: each batch also costs a peer's apply and message; two cores no longer keep up
-    assert throughput(costs, "dasgd", 2, cores=2) == pytest.approx(2 / (0.080 + 0.004 + 0.005 + 0.0005))
+    assert throughput(costs, "dasgd", 2, cores=2) == pytest.approx(2 / (0.080 + 0.0005 + 0.004 + 0.005 + 0.0005))
+    # a message costs its sender once (encoding and hand-off), each peer its apply and host time
+    sending = _costs(cpu_per_batch_s=0.080, h_send_s=0.012)
+    assert throughput(sending, "dasgd", 4, cores=2) == pytest.approx(
+        2 / (0.080 + 0.0005 + 0.012 + 3 * (0.004 + 0.005 + 0.0005)))
+    assert throughput(sending, "dasgd", 1, cores=2) == throughput(costs, "dasgd", 1, cores=2)  # no peer, no message
 
 
 def test_replica_path_profile_is_per_batch_from_cumulative_metrics():
