@@ -98,8 +98,10 @@ def measure_costs(workload_name: str, repeats: int, h_batch_s: float, h_message_
         began = time.perf_counter()
         grads.append(model.compute_gradients(batch).gradients)
         step_times.append(time.perf_counter() - began)
-    for gradients in grads:  # as a replica applies peers' messages (timed apart from the steps: right after
-        began = time.perf_counter()  # a step, a word2vec apply took 21.5 ms against 9 ms on its own)
+    # applies timed apart from the steps, as a replica applies peers' messages (right after a step,
+    # a word2vec apply took 21.5 ms against 9 ms on its own)
+    for gradients in grads:
+        began = time.perf_counter()
         model.apply_gradients(gradients)
         apply_times.append(time.perf_counter() - began)
     model.train_step(batches[0])  # compile
@@ -146,6 +148,12 @@ def host_time(costs: Costs, nbytes: int) -> float:
     return costs.h_message_s + nbytes * costs.h_byte_s
 
 
+def send_time(costs: Costs, n: int) -> float:
+    """What a replica's own message costs it (its encoding and ``h_send``), once for all its
+    peers; a replica without peers sends nothing."""
+    return costs.encode_grad_s + costs.h_send_s if n > 1 else 0.0
+
+
 def step_times(costs: Costs, system: str, n: int, *, staleness_bound: int = 4, bandwidth: float = 1.25e9,
                per_machine: int = 16, broadcast_every: int = 1) -> Dict[str, float]:
     """Seconds per step of one replica (for Flink ML: per global step, ``n`` batches), and its parts.
@@ -156,7 +164,7 @@ def step_times(costs: Costs, system: str, n: int, *, staleness_bound: int = 4, b
     peer_in = host_time(costs, g) + costs.decode_grad_s
     own = costs.own_step_s if costs.own_step_s is not None else costs.grad_s + costs.apply_s
     trainer = own + (n - 1) / k * costs.apply_s
-    host = costs.h_batch_s + (costs.encode_grad_s + (costs.h_send_s if n > 1 else 0.0)) / k + (n - 1) / k * peer_in
+    host = costs.h_batch_s + send_time(costs, n) / k + (n - 1) / k * peer_in
     network = (n - 1) / k * g * per_machine / bandwidth if multi else 0.0  # a machine's replicas hear every peer
     step = max(trainer, host, network)
     latency = costs.encode_grad_s + peer_in + step / 2 + (k - 1) * step  # and half the step it meets
@@ -183,7 +191,7 @@ def throughput(costs: Costs, system: str, n: int, *, cores: Optional[int] = None
         k = kwargs.get("broadcast_every", 1) if system in ("dasgd", "bounded") else 1
         exchanging = system in ("dasgd", "bounded", "sync") and n > 1
         per_peer = costs.apply_s + host_time(costs, costs.grad_bytes) if exchanging else 0.0
-        per_send = costs.encode_grad_s + costs.h_send_s if exchanging else 0.0
+        per_send = send_time(costs, n) if exchanging else 0.0
         rate = min(rate, cores / (costs.cpu_per_batch_s + per_send / k + (n - 1) / k * per_peer))
     return rate
 
