@@ -72,6 +72,49 @@ def test_serve_in_processes_answers_good_events_and_sets_bad_ones_aside_parsed_o
     assert sorted(rows["python"]) == sorted(rows["jvm"]) and len(letters["python"]) == len(bad)
 
 
+def test_the_jvm_reads_common_events_by_hand_to_the_bit_as_jackson_does_and_leaves_it_the_rest():
+    import struct
+
+    import numpy as np
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.java_gateway import get_gateway
+
+    from pyflink_tensair.flink.environment import add_channel_jar
+
+    add_channel_jar(StreamExecutionEnvironment.get_execution_environment())
+    reader = get_gateway().jvm.pyflinktensair.serving.JsonEvents
+    rng = np.random.default_rng(5)
+    numbers = ["0", "-0", "-0.0", "0.1", "-7", "9007199254740991", "0.30000000000000004", "123456.789012",
+               "1.0000000000000000000001"]  # the last two: more digits than exact, Jackson's
+    for _ in range(3000):
+        value = rng.normal() * 10.0 ** rng.integers(-9, 9)
+        numbers.append("%d" % value if rng.random() < 0.1 else "%.*f" % (int(rng.integers(0, 18)), value))
+    space = [" ", "\n", "\t ", ""]
+    read_by_hand = 0
+    for at in range(0, len(numbers), 3):
+        gap = space[at % 4]
+        features = numbers[at:at + 3]
+        text = ('{%s"id"%s:%s"e%d"%s,%s"x"%s:%s[%s]%s}%s' % (gap, gap, gap, at, gap, gap, gap, gap,
+                                                          ("," + gap).join(features), gap, gap)
+                if at % 2 else '{"x":[%s],"id":"e%d"}' % (",".join(features), at))
+        by_hand, jackson = reader.commonFeatures(text), reader.jacksonFeatures(text)
+        assert jackson is not None, text
+        if by_hand is None:
+            assert any(len(n.lstrip("-").replace(".", "").lstrip("0")) > 15 for n in features), text
+            continue
+        read_by_hand += 1
+        bits = [struct.pack("<f", v) for v in by_hand]
+        assert bits == [struct.pack("<f", v) for v in jackson], text
+    assert read_by_hand > 0.5 * len(numbers) / 3
+    for text in ('{"id":"a","x":[1e3]}', '{"id":"a\\u0041","x":[1]}', '{"id":7,"x":[1]}', '{"id":"a","x":[[1]]}',
+                 '{"x":[0.5],"id":"d","x":[0.25]}', '{"id":"a","x":[1],"t":1}', '{"id":"a","x":[12345678901234567]}',
+                 '{"id":"a","x":[]}'):  # Jackson's to read
+        assert reader.commonFeatures(text) is None and reader.jacksonFeatures(text) is not None, text
+    for text in ("not json", '{"id":"a","x":[01]}', '{"id":"a","x":[1.]}', '{"id":"a","x":[1,]}',
+                 '{"id":"a","x":[1]} 1', '{"id":"a","x":[-]}', '{"id":"a","x":[1]', '{"id":"a\tb","x":[1]}'):
+        assert reader.commonFeatures(text) is None and reader.jacksonFeatures(text) is None, text
+
+
 def test_score_meets_each_prediction_with_its_label_and_reports_the_window(tmp_path):
     from pyflink.common import Types
     from pyflink.datastream import StreamExecutionEnvironment

@@ -39,6 +39,8 @@ public final class JsonEvents extends AbstractStreamOperator<byte[]> implements 
     private static final long serialVersionUID = 1L;
     private static final int MAX_RANK = 32;
     private static final JsonFactory JSON = new JsonFactory();
+    /** {@code TENSAIR_EVENTS_BY_HAND=0} in the TaskManager's environment: Jackson reads every event (before/after measurements). */
+    private static final boolean BY_HAND = !"0".equals(System.getenv("TENSAIR_EVENTS_BY_HAND"));
     private final int[] shape;
     private transient float[] values;
     private transient int valueCount;
@@ -134,6 +136,16 @@ public final class JsonEvents extends AbstractStreamOperator<byte[]> implements 
         if (text == null) {
             throw new Reject("ValueError: an empty event");
         }
+        int before = valueCount;
+        String common = BY_HAND ? common(text) : null;
+        if (common != null) {
+            return common;
+        }
+        valueCount = before;
+        return jackson(text);
+    }
+
+    private String jackson(String text) throws Reject {
         try (JsonParser p = JSON.createParser(text)) {
             if (p.nextToken() != JsonToken.START_OBJECT) {
                 throw new Reject("ValueError: an event is a JSON object with 'id' and 'x'");
@@ -177,6 +189,180 @@ public final class JsonEvents extends AbstractStreamOperator<byte[]> implements 
             int line = message.indexOf('\n');
             throw new Reject("ValueError: not JSON: " + (line < 0 ? message : message.substring(0, line)));
         }
+    }
+
+    /**
+     * The common event, {@code {"id": "<text>", "x": [<numbers>]}} in either order, read by hand:
+     * its key, or {@code null} when the text holds anything else (an id with escapes or that is a
+     * number, other or repeated names, nested or empty features, a number with an exponent or
+     * beyond the exact range below, anything that is not JSON), which {@link #parse} then reads with
+     * Jackson, errors and all. Jackson's reading of numbers cost three quarters of this operator's
+     * time (a profile of a server, docs/measurements.md, 2026-12-06). Each number is the one
+     * Jackson gives: an integer of at most 2^53 and a power of ten of at most 22 are exact doubles,
+     * so their quotient is the correctly rounded double of the decimal, as
+     * {@link Double#parseDouble} returns it (Clinger's fast path), then rounded to a float the same way.
+     */
+    private String common(String text) {
+        int n = text.length();
+        int i = space(text, 0);
+        if (i >= n || text.charAt(i) != '{') {
+            return null;
+        }
+        String key = null;
+        boolean hasX = false;
+        i = space(text, i + 1);
+        while (true) {
+            boolean isId = text.startsWith("\"id\"", i);
+            if (isId ? key != null : hasX || !text.startsWith("\"x\"", i)) {
+                return null;
+            }
+            i = space(text, i + (isId ? 4 : 3));
+            if (i >= n || text.charAt(i) != ':') {
+                return null;
+            }
+            i = space(text, i + 1);
+            if (isId) {
+                if (i >= n || text.charAt(i) != '"') {
+                    return null;
+                }
+                int end = i + 1;
+                for (char c; end < n && (c = text.charAt(end)) != '"'; end++) {
+                    if (c == '\\' || c < 0x20) {
+                        return null;
+                    }
+                }
+                if (end >= n) {
+                    return null;
+                }
+                key = text.substring(i + 1, end);
+                i = end + 1;
+            } else {
+                i = numbers(text, i);
+                if (i < 0) {
+                    return null;
+                }
+                hasX = true;
+            }
+            i = space(text, i);
+            if (i < n && text.charAt(i) == ',') {
+                i = space(text, i + 1);
+            } else if (i < n && text.charAt(i) == '}') {
+                break;
+            } else {
+                return null;
+            }
+        }
+        if (space(text, i + 1) != n || key == null || !hasX) {
+            return null;
+        }
+        return key;
+    }
+
+    private static final double[] POWERS_OF_TEN = {
+        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+        1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    private static final long EXACT = 1L << 53;
+
+    /** A flat, non-empty array of numbers at {@code i} appended to {@code values}: the index after it, or -1. */
+    private int numbers(String text, int i) {
+        int n = text.length();
+        if (i >= n || text.charAt(i) != '[') {
+            return -1;
+        }
+        int count = 0;
+        i = space(text, i + 1);
+        while (true) {
+            boolean negative = i < n && text.charAt(i) == '-';
+            if (negative) {
+                i++;
+            }
+            if (i >= n) {
+                return -1;
+            }
+            char c = text.charAt(i);
+            long mantissa = 0;
+            if (c == '0') {
+                i++;
+            } else if (c >= '1' && c <= '9') {
+                for (; i < n && (c = text.charAt(i)) >= '0' && c <= '9'; i++) {
+                    mantissa = 10 * mantissa + (c - '0');
+                    if (mantissa >= EXACT) {
+                        return -1;
+                    }
+                }
+            } else {
+                return -1;
+            }
+            int scale = 0;
+            boolean fraction = i < n && text.charAt(i) == '.';
+            if (fraction) {
+                int first = ++i;
+                for (; i < n && (c = text.charAt(i)) >= '0' && c <= '9'; i++) {
+                    mantissa = 10 * mantissa + (c - '0');
+                    if (mantissa >= EXACT || ++scale >= POWERS_OF_TEN.length) {
+                        return -1;
+                    }
+                }
+                if (i == first) {
+                    return -1;
+                }
+            }
+            double value = mantissa / POWERS_OF_TEN[scale];
+            if (valueCount == values.length) {
+                values = Arrays.copyOf(values, 2 * values.length);
+            }
+            // "-0" is Jackson's integer 0, and +0.0 as a double; "-0.0" is -0.0
+            values[valueCount++] = (float) (negative && (fraction || mantissa != 0) ? -value : value);
+            count++;
+            i = space(text, i);
+            if (i < n && text.charAt(i) == ',') {
+                i = space(text, i + 1);
+            } else if (i < n && text.charAt(i) == ']') {
+                break;
+            } else {
+                return -1;  // an exponent, a second '.', a letter: Jackson's to read or refuse
+            }
+        }
+        rank = 1;
+        dims[0] = count;
+        return i + 1;
+    }
+
+    /** The index of the first character at or after {@code i} that is not JSON white space. */
+    private static int space(String text, int i) {
+        int n = text.length();
+        while (i < n) {
+            char c = text.charAt(i);
+            if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
+                break;
+            }
+            i++;
+        }
+        return i;
+    }
+
+    /**
+     * The features of one event text as {@link #common} reads them, or {@code null} where it
+     * leaves the text to Jackson (for tests: the two readers must agree on every text both read).
+     */
+    public static float[] commonFeatures(String text) {
+        JsonEvents reader = new JsonEvents(null);
+        reader.values = new float[16];
+        reader.dims = new int[MAX_RANK];
+        return reader.common(text) == null ? null : Arrays.copyOf(reader.values, reader.valueCount);
+    }
+
+    /** The features of one event text as Jackson reads them (for tests), or {@code null} if it refuses it. */
+    public static float[] jacksonFeatures(String text) {
+        JsonEvents reader = new JsonEvents(null);
+        reader.values = new float[16];
+        reader.dims = new int[MAX_RANK];
+        try {
+            reader.jackson(text);
+        } catch (Reject err) {
+            return null;
+        }
+        return Arrays.copyOf(reader.values, reader.valueCount);
     }
 
     private void features(JsonParser p, JsonToken t, int depth) throws IOException, Reject {
