@@ -10,6 +10,7 @@ are printed with the per-batch profile of the candidate's replicas::
     python -m benchmarks.replica_path --workload dense --replicas 1 --repeats 3 --candidates no-trainer-thread,trainer-thread,trainer-thread+uint8
     python -m benchmarks.replica_path --workload sparse --replicas 2 --candidates no-trainer-thread,trainer-thread --batches 200
     python -m benchmarks.replica_path --workload dense --replicas 2 --candidates trainer-thread+jvm,trainer-thread+jvm+cluster
+    python -m benchmarks.replica_path --workload sparse --replicas 1 --candidates jvm,single+jvm --batches 200
 
 Profile per trained batch (from the replicas' metrics, first fifth left out): ``model`` inside the
 model, ``codec`` decoding inputs and encoding outputs in the function, ``callback`` inside Flink's
@@ -54,6 +55,9 @@ CANDIDATES: Dict[str, List[str]] = {  # named as the probe's flags (TrainConfig'
     "bound-2": ["--system", "bounded", "--staleness-bound", "2"],
     "bound-4": ["--system", "bounded", "--staleness-bound", "4"],
     "average-8": ["--peer-updates-average-every", "8"],  # periodic model averaging every 8 local steps
+    # one Keras model trained with train_on_batch in one operator (the full benchmark's `single`):
+    # with --replicas 1, the other ceiling of issue 27's "1 replica / max(limit, single)"
+    "single": ["--system", "single"],
 }
 RENAMED = {"inline": "no-trainer-thread", "thread": "trainer-thread", "embedded": "jvm", "process": "processes",
            "source-embedded": "source-jvm", "source-process": "source-processes"}  # before TrainConfig.python_in

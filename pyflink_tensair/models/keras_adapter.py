@@ -109,6 +109,18 @@ def _private_python_random(seed: int):
         module.python_random = original
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform tells it).
+
+        >>> usable_cores() >= 1
+        True
+    """
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def configure_tensorflow_threads(intra_op: Optional[int], inter_op: Optional[int] = None) -> None:
     """Sets TensorFlow's thread budget; must run before the process's first TensorFlow op.
     ``inter_op``: threads running independent ops (default: ``intra_op``); models that train at
