@@ -28,11 +28,12 @@ quickstart classifier):
   + 40 s of start-up; the first ``--settle-s`` s after its first update used are left out).
 
 The events of the Flink runs are made on the JVM (:mod:`pyflink_tensair.online.synthetic`), the
-plain loop's in Python in the same format. Each run reports events/s over its steady part (from
-the answer to a tenth of the events on) and events per CPU second of the job's processes (every
-thread of the mini-cluster's JVM and its Python workers, not the driver that counts the answers;
-the plain loop's own; from the answer to a tenth of the events to the answer to nine tenths), so that ``serve/plain per core`` is the cost of an event in Flink against
-the plain loop's. With training beside it, the trainers' CPU is in that figure too.
+plain loop's in Python in the same format. Each run reports events/s and events per CPU second
+of the job's processes (every thread of the mini-cluster's JVM and its Python workers, not the
+driver that counts the answers; the plain loop's own) over its steady part (a Flink run's from the
+answer to a tenth of the events to the answer to nine tenths; the plain loop's whole loop, its
+model traced before the clock), so that ``serve/plain per core`` is the cost of
+an event in Flink against the plain loop's. With training beside it, the trainers' CPU is in that figure too.
 ``serve/plain per serving core`` leaves out the CPU of the harness's two JVM threads (by their
 Java names): the source that makes the events (the plain loop's texts are made before its clock)
 and the sink that writes each prediction as a JSON line (the plain loop writes nothing); the
@@ -82,32 +83,43 @@ def run_plain(events: int, compiled: bool = False) -> dict:
 HARNESS_THREADS = ("Source: synthetic events", "tensair: write predictions")  # Java names' prefixes
 
 
-def _jvm_threads() -> dict:
-    """``{(pid, tid): CPU seconds}`` of every thread of this process's JVM children."""
+def _java_children() -> list:
     import psutil
 
-    from benchmarks.thread_cpu import thread_cpu
-
-    found = {}
+    found = []
     for proc in psutil.Process().children(recursive=True):
         try:
             if proc.name() == "java":
-                found.update({(proc.pid, tid): cpu for tid, (_, cpu) in thread_cpu(proc.pid).items()})
-        except (psutil.NoSuchProcess, ProcessLookupError):
+                found.append(proc.pid)
+        except psutil.NoSuchProcess:
             pass
     return found
 
 
-def _harness_cpu_s(before: dict, after: dict) -> float:
-    """CPU seconds between two :func:`_jvm_threads` samples of the threads whose Java name starts
-    with one of :data:`HARNESS_THREADS` (the benchmark's event source and predictions writer)."""
+def _jvm_thread_cpu() -> dict:
+    """``{(pid, tid): CPU seconds}`` of every thread of this process's JVM children."""
+    from benchmarks.thread_cpu import thread_cpu
+
+    return {(pid, tid): cpu for pid in _java_children() for tid, (_, cpu) in thread_cpu(pid).items()}
+
+
+def _jvm_thread_names() -> dict:
+    """``{(pid, tid): Java thread name}`` of this process's JVM children (``jcmd``: empty without it)."""
     from benchmarks.thread_cpu import java_thread_names
 
-    names = {}
-    for pid in {pid for pid, _ in after}:
-        names.update({(pid, tid): name for tid, name in java_thread_names(pid).items()})
-    return sum(cpu - before.get(key, 0.0) for key, cpu in after.items()
-               if names.get(key, "").startswith(HARNESS_THREADS))
+    return {(pid, tid): name for pid in _java_children() for tid, name in java_thread_names(pid).items()}
+
+
+def _harness_cpu_s(names: dict, before: dict, after: dict) -> "float | None":
+    """CPU seconds between two :func:`_jvm_thread_cpu` samples of the threads whose Java name
+    starts with one of :data:`HARNESS_THREADS` (the benchmark's event source and predictions
+    writer; ``names`` from :func:`_jvm_thread_names` at both ends), or ``None`` unless each of
+    them was sampled at both ends (a thread that ended in between, no ``jcmd``)."""
+    harness = {key for key, name in names.items() if name.startswith(HARNESS_THREADS)}
+    named = {prefix for key in harness for prefix in HARNESS_THREADS if names[key].startswith(prefix)}
+    if named != set(HARNESS_THREADS) or not harness <= set(before) & set(after):
+        return None
+    return sum(after[key] - before[key] for key in harness)
 
 
 def _cpu_s(children_only: bool = False) -> float:
@@ -234,13 +246,20 @@ def run_flink(kind: str, events: int, paced_rate: float, settle_s: float, python
     # CPU of the whole job (every thread of the JVM and its Python workers) over the steady part of
     # the run: from the answer to a tenth of the events (start-up and warm-up before it) to the last
     steady = events // 10 if not paced else 0
+    names = {}
+    if not paced:  # the threads' names (jcmd costs some CPU: before the window, and after it)
+        wait_until(lambda: lines() >= events // 20, timeout_s=600, interval_s=0.05, what=f"{events // 20} predictions")
+        names = _jvm_thread_names()
     wait_until(lambda: lines() >= steady, timeout_s=600, interval_s=0.05, what=f"{steady} predictions")
     # to nine tenths of them: the source's thread ends once it has made every event, and with it its CPU figure
-    cpu_from, threads_from, lines_from = _cpu_s(children_only=True), _jvm_threads(), lines()
+    threads_from, cpu_from, lines_from = _jvm_thread_cpu(), _cpu_s(children_only=True), lines()
     until = events - steady if not paced else events
     wait_until(lambda: lines() >= until, timeout_s=600, interval_s=0.05, what=f"{until} predictions")
-    cpu, threads, counted = _cpu_s(children_only=True) - cpu_from, _jvm_threads(), max(1, lines() - lines_from)
-    harness = _harness_cpu_s(threads_from, threads)
+    cpu, threads, counted = _cpu_s(children_only=True) - cpu_from, _jvm_thread_cpu(), max(1, lines() - lines_from)
+    if not paced:
+        ended = _jvm_thread_names()
+        names = {key: name for key, name in names.items() if ended.get(key) == name}
+    harness = _harness_cpu_s(names, threads_from, threads) if not paced else None
     wait_until(lambda: lines() >= events, timeout_s=600, interval_s=0.05, what=f"{events} predictions")
     answered = []
     with open(path) as f:
@@ -250,11 +269,13 @@ def run_flink(kind: str, events: int, paced_rate: float, settle_s: float, python
     served_at = np.array([a for a, _, _ in answered], np.float64)
     out = {"events": len(answered)}
     if not paced:
-        served_at = np.sort(served_at)[steady:]
+        # events/s over the CPU's window too: jcmd at its end costs the last tenth some CPU
+        served_at = np.sort(served_at)[steady:until]
         out["events_per_s"] = (len(served_at) - 1) / max(1e-3, (served_at[-1] - served_at[0]) / 1000.0)
         out["events_per_cpu_s"] = counted / cpu
-        out["events_per_serving_cpu_s"] = counted / (cpu - harness)
-        out["harness_cpu_share"] = harness / cpu
+        if harness is not None and cpu > harness:
+            out["events_per_serving_cpu_s"] = counted / (cpu - harness)
+            out["harness_cpu_share"] = harness / cpu
         return out
     first = served_at.min() + settle_s * 1000.0
     latency = np.array([a - c for a, c, _ in answered if a >= first])

@@ -110,15 +110,24 @@ def _private_python_random(seed: int):
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the platform tells it).
+    """The cores this process may run on: its CPU affinity where the platform tells it, and no
+    more than a cgroup (v2) CPU quota allows (a container's ``cpu.max``).
 
         >>> usable_cores() >= 1
         True
     """
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota here
+    return cores
 
 
 def configure_tensorflow_threads(intra_op: Optional[int], inter_op: Optional[int] = None) -> None:

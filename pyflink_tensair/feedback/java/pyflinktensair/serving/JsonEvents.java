@@ -231,7 +231,7 @@ public final class JsonEvents extends AbstractStreamOperator<byte[]> implements 
                         return null;
                     }
                 }
-                if (end >= n) {
+                if (end >= n || end - i - 1 > LONGEST_ID) {
                     return null;
                 }
                 key = text.substring(i + 1, end);
@@ -262,6 +262,8 @@ public final class JsonEvents extends AbstractStreamOperator<byte[]> implements 
         1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
         1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
     private static final long EXACT = 1L << 53;
+    /** Longer ids go to Jackson, whose limits (20 M characters by default) then hold for them too. */
+    private static final int LONGEST_ID = 1 << 16;
 
     /** A flat, non-empty array of numbers at {@code i} appended to {@code values}: the index after it, or -1. */
     private int numbers(String text, int i) {
@@ -342,27 +344,29 @@ public final class JsonEvents extends AbstractStreamOperator<byte[]> implements 
     }
 
     /**
-     * The features of one event text as {@link #common} reads them, or {@code null} where it
-     * leaves the text to Jackson (for tests: the two readers must agree on every text both read).
+     * For tests: what this operator makes of one event text, {@code {key, shape, features}}, or
+     * {@code null} for a text it sets aside; {@code byHand}: as {@link #parse} reads it (by hand
+     * where it can, else Jackson), else with Jackson alone. The two must agree on every text.
      */
-    public static float[] commonFeatures(String text) {
-        JsonEvents reader = new JsonEvents(null);
-        reader.values = new float[16];
-        reader.dims = new int[MAX_RANK];
-        return reader.common(text) == null ? null : Arrays.copyOf(reader.values, reader.valueCount);
-    }
-
-    /** The features of one event text as Jackson reads them (for tests), or {@code null} if it refuses it. */
-    public static float[] jacksonFeatures(String text) {
+    public static Object[] read(String text, boolean byHand) {
         JsonEvents reader = new JsonEvents(null);
         reader.values = new float[16];
         reader.dims = new int[MAX_RANK];
         try {
-            reader.jackson(text);
+            String key = byHand ? reader.parse(text) : reader.jackson(text);
+            return new Object[] {key, Arrays.copyOf(reader.dims, reader.rank),
+                Arrays.copyOf(reader.values, reader.valueCount)};
         } catch (Reject err) {
             return null;
         }
-        return Arrays.copyOf(reader.values, reader.valueCount);
+    }
+
+    /** For tests: whether {@link #common} reads {@code text} itself (else it leaves it to Jackson). */
+    public static boolean readsByHand(String text) {
+        JsonEvents reader = new JsonEvents(null);
+        reader.values = new float[16];
+        reader.dims = new int[MAX_RANK];
+        return reader.common(text) != null;
     }
 
     private void features(JsonParser p, JsonToken t, int depth) throws IOException, Reject {
