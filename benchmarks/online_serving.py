@@ -253,13 +253,14 @@ def run_flink(kind: str, events: int, paced_rate: float, settle_s: float, python
     wait_until(lambda: lines() >= steady, timeout_s=600, interval_s=0.05, what=f"{steady} predictions")
     # to nine tenths of them: the source's thread ends once it has made every event, and with it its CPU figure
     threads_from, cpu_from, lines_from = _jvm_thread_cpu(), _cpu_s(children_only=True), lines()
-    until = events - steady if not paced else events
+    until = events - steady  # (paced: steady is 0)
     wait_until(lambda: lines() >= until, timeout_s=600, interval_s=0.05, what=f"{until} predictions")
     cpu, threads, counted = _cpu_s(children_only=True) - cpu_from, _jvm_thread_cpu(), max(1, lines() - lines_from)
-    if not paced:
+    harness = None
+    if not paced:  # threads named alike at both ends
         ended = _jvm_thread_names()
-        names = {key: name for key, name in names.items() if ended.get(key) == name}
-    harness = _harness_cpu_s(names, threads_from, threads) if not paced else None
+        harness = _harness_cpu_s({key: name for key, name in names.items() if ended.get(key) == name},
+                                 threads_from, threads)
     wait_until(lambda: lines() >= events, timeout_s=600, interval_s=0.05, what=f"{events} predictions")
     answered = []
     with open(path) as f:

@@ -39,12 +39,11 @@ from .flinkml_protocol import GradientUpdate, ModelUpdate, Updater, UpdaterDone,
 
 
 def _configure_tensorflow(config: TrainConfig) -> None:
-    from pyflink_tensair.models.keras_adapter import configure_tensorflow_threads, usable_cores
+    from pyflink_tensair.models.keras_adapter import configure_tensorflow_threads, shared_inter_op_threads
 
-    # in the JVM: the workers and the updater of a TaskManager share one TensorFlow (as our replicas
-    # do), with a thread for each of them and for each core (as our replicas get)
+    # in the JVM: the workers and the updater of a TaskManager share one TensorFlow (as our replicas do)
     configure_tensorflow_threads(config.tf_intra_op_threads,
-                                 max(config.replicas + 1, usable_cores()) if in_jvm(config.python_in) else None)
+                                 shared_inter_op_threads(config.replicas + 1) if in_jvm(config.python_in) else None)
 
 
 def _adapter(model, config: TrainConfig):

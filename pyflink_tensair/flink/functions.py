@@ -79,15 +79,14 @@ class ReplicaFunction(KeyedCoProcessFunction):
 
     def open(self, runtime_context: RuntimeContext):
         from ..models.export import ModelExporter
-        from ..models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads, load_model, usable_cores
+        from ..models.keras_adapter import (KerasModelAdapter, configure_tensorflow_threads, load_model,
+                                            shared_inter_op_threads)
 
         cfg = self._config
         index = subtask_index(runtime_context)
-        # in thread mode the replicas of a TaskManager share one TensorFlow: one inter-op
-        # thread for each, or their steps run one after the other; and one for each core, so
-        # that fewer replicas than cores run their steps' independent ops side by side (one
-        # sparse replica on two cores: as fast as Keras's train_on_batch, which had two)
-        configure_tensorflow_threads(cfg.tf_intra_op_threads, max(cfg.replicas, usable_cores())
+        # in thread mode the replicas of a TaskManager share one TensorFlow (one sparse replica on
+        # two cores with two threads: as fast as Keras's train_on_batch)
+        configure_tensorflow_threads(cfg.tf_intra_op_threads, shared_inter_op_threads(cfg.replicas)
                                      if cfg.python_in is PythonIn.JVM else None)
         model = KerasModelAdapter(load_model(self._model, seed=cfg.seed), sparse_values=cfg.sparse_values)
         self._replica = Replica(index, model, cfg)

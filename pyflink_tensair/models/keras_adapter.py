@@ -130,6 +130,17 @@ def usable_cores() -> int:
     return cores
 
 
+def shared_inter_op_threads(models: int) -> int:
+    """Inter-op threads for one TensorFlow that ``models`` train in at once (replicas sharing a
+    TaskManager's JVM): one each, or their steps run one after the other, and one per usable
+    core, so that fewer models than cores run their steps' independent ops side by side.
+
+        >>> shared_inter_op_threads(64) == 64 and shared_inter_op_threads(1) == usable_cores()
+        True
+    """
+    return max(models, usable_cores())
+
+
 def configure_tensorflow_threads(intra_op: Optional[int], inter_op: Optional[int] = None) -> None:
     """Sets TensorFlow's thread budget; must run before the process's first TensorFlow op.
     ``inter_op``: threads running independent ops (default: ``intra_op``); models that train at

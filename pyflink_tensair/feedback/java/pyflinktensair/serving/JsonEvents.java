@@ -349,9 +349,7 @@ public final class JsonEvents extends AbstractStreamOperator<byte[]> implements 
      * where it can, else Jackson), else with Jackson alone. The two must agree on every text.
      */
     public static Object[] read(String text, boolean byHand) {
-        JsonEvents reader = new JsonEvents(null);
-        reader.values = new float[16];
-        reader.dims = new int[MAX_RANK];
+        JsonEvents reader = unopened();
         try {
             String key = byHand ? reader.parse(text) : reader.jackson(text);
             return new Object[] {key, Arrays.copyOf(reader.dims, reader.rank),
@@ -363,10 +361,15 @@ public final class JsonEvents extends AbstractStreamOperator<byte[]> implements 
 
     /** For tests: whether {@link #common} reads {@code text} itself (else it leaves it to Jackson). */
     public static boolean readsByHand(String text) {
+        return unopened().common(text) != null;
+    }
+
+    /** A reader of any shape with its buffers, outside a job. */
+    private static JsonEvents unopened() {
         JsonEvents reader = new JsonEvents(null);
         reader.values = new float[16];
         reader.dims = new int[MAX_RANK];
-        return reader.common(text) != null;
+        return reader;
     }
 
     private void features(JsonParser p, JsonToken t, int depth) throws IOException, Reject {
