@@ -35,7 +35,7 @@ DEFAULT_SETTINGS = ("1 replica=--replicas 1;sync=--replicas 2 --staleness-bound 
 COLUMNS = (("holdout_accuracy", "held-out acc."), ("holdout_accuracy_averaged", "held-out acc., averaged model"),
            ("final_loss", "final loss"), ("cooccurring_after", "co-occurrence cos."),
            ("cooccurring_gap", "co-occurring - shuffled cos."), ("max_staleness", "max staleness"),
-           ("batches_per_s", "batches/s"))
+           ("batches_per_s", "batches/s"), ("steps_per_message", "steps per message"))
 
 
 def parse_settings(text: str) -> List[Tuple[str, List[str]]]:
@@ -62,6 +62,8 @@ def figures(summary: dict) -> Dict[str, Optional[float]]:
     out["cooccurring_after"] = cosine.get("cooccurring_after")
     if "cooccurring_after" in cosine and "shuffled_after" in cosine:  # the same words paired at random: the baseline
         out["cooccurring_gap"] = cosine["cooccurring_after"] - cosine["shuffled_after"]
+    if summary.get("gradient_messages") and summary.get("batches"):  # a replica's broadcast period, on average
+        out["steps_per_message"] = summary["batches"] / summary["gradient_messages"]
     if out["holdout_accuracy_averaged"] is None and summary.get("replicas") == 1:
         out["holdout_accuracy_averaged"] = out["holdout_accuracy"]  # one replica is its own average
     return out

@@ -34,7 +34,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 CANDIDATES: Dict[str, List[str]] = {  # named as the probe's flags (TrainConfig's fields) say
     "no-trainer-thread": ["--no-trainer-thread"],  # each Flink callback trains before it returns
@@ -47,8 +47,10 @@ CANDIDATES: Dict[str, List[str]] = {  # named as the probe's flags (TrainConfig'
     "processes": ["--python-in", "processes"],  # the replicas in Python worker processes
     "source-jvm": ["--source-python-in", "jvm"],  # the batch source's make_batch in the JVM (default)
     "source-processes": ["--source-python-in", "processes"],  # ... in a Python worker (the default until 2026-12-01)
-    "broadcast-4": ["--broadcast-every", "4"],  # a replica's gradients of 4 local steps summed into one message
+    "broadcast-2": ["--broadcast-every", "2"],  # a replica's gradients of 2 local steps summed into one message
+    "broadcast-4": ["--broadcast-every", "4"],  # ... of 4
     "broadcast-8": ["--broadcast-every", "8"],  # ... of 8 (TensAIR's knob: fewer messages, staler peers)
+    "adaptive-8": ["--max-broadcast-every", "8"],  # the period adapts from 1 to 8 while peers fall behind
     "unfused": ["--unfused-step"],  # compute, then apply, in two calls (before 2026-12-02); its limit too
     # the staleness bound (the later --system wins over the candidate runner's "dasgd")
     "bound-1": ["--system", "bounded", "--staleness-bound", "1"],
@@ -131,7 +133,16 @@ def run_candidate(spec, workload: str, replicas: int, batches: int, args: List[s
     used = result["cpu"].seconds_between(kept[0].time, kept[-1].time)
     cpu = {kind: round(1000 * seconds / (len(kept) - 1), 1) for kind, seconds in used.items() if seconds > 0}
     losses = [m.loss for m in records[-max(1, len(records) // 5):] if m.loss is not None]
-    return {"rate": _rate(kept), "profile": profile(records), "final_loss": sum(losses) / len(losses) if losses else None, "cpu_ms_per_batch": cpu, "wall_s": result["wall_s"]}
+    return {"rate": _rate(kept), "profile": profile(records), "final_loss": sum(losses) / len(losses) if losses else None,
+            "cpu_ms_per_batch": cpu, "wall_s": result["wall_s"], "steps_per_message": steps_per_message(records)}
+
+
+def steps_per_message(records) -> Optional[float]:
+    """Local steps per message a replica sent (its broadcast period, on average), from each
+    replica's last metrics record; ``None`` without peers."""
+    last = {m.replica: m for m in sorted(records, key=lambda m: m.local_step)}
+    sent = sum(m.messages_sent for m in last.values())
+    return round(sum(m.local_step for m in last.values()) / sent, 2) if sent and len(last) > 1 else None
 
 
 def run_ceiling(spec, workload: str, replicas: int, extra: List[str]) -> float:
@@ -179,7 +190,8 @@ def main(argv=None) -> int:
                 runs[name].append(got)
                 print(f"[{repeat + 1}/{args.repeats}] {name}: {got['rate']:.2f} batches/s, limit {limit:.2f}, "
                       f"ratio {got['ratio']:.2f}; per batch (ms) {json.dumps(got['profile'])}; "
-                      f"CPU per batch (ms) {json.dumps(got['cpu_ms_per_batch'])}; final loss {got['final_loss']}", flush=True)
+                      f"CPU per batch (ms) {json.dumps(got['cpu_ms_per_batch'])}; final loss {got['final_loss']}; "
+                      f"steps per message {got['steps_per_message']}", flush=True)
     finally:
         if cluster_dir:
             from pyflink_tensair import cluster

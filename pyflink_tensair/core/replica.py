@@ -134,6 +134,7 @@ class Replica:
         self.model = model
         self.staleness_bound = staleness_bound
         self.broadcast_every = config.broadcast_every
+        self.max_broadcast_every = config.max_broadcast_every
         self.buffer_capacity = buffer_capacity = config.buffer_capacity
         self.mode = config.mode
         self.policy = config.auto.policy() if self.mode is Mode.AUTO else None
@@ -365,6 +366,16 @@ class Replica:
     def unacked_messages(self) -> int:
         """Messages sent that some peer has not acknowledged yet (kept for a re-send)."""
         return len(self._unacked)
+
+    def messages_behind(self) -> int:
+        """How many of this replica's gradient messages the slowest peer that trains has not
+        acknowledged: its queue of them, as far as its acknowledgements tell (a serving or
+        finished peer is not counted)."""
+        acked = [peer.acked for peer in self._peers.values() if peer.final is None and not peer.paused]
+        if not acked:
+            return 0
+        slowest = min(acked)
+        return sum(1 for step in self._unacked if step > slowest)
 
     def resend(self) -> List[Event]:
         """After :meth:`restore`: a ``"restored"`` metrics record (where the replica resumes),

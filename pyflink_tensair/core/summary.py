@@ -77,6 +77,7 @@ def summarize(records: List[Metrics], models: Iterable[FinalModel], config, wall
         "replicas": config.replicas,
         "staleness_bound": config.staleness_bound,
         "broadcast_every": config.broadcast_every,
+        "max_broadcast_every": config.max_broadcast_every,
         "batches": trained,
         "final_loss": tail_mean([m.loss for m in batch_records]),
         "final_accuracy": tail_mean([m.accuracy for m in batch_records]),
