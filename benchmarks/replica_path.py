@@ -50,7 +50,6 @@ CANDIDATES: Dict[str, List[str]] = {  # named as the probe's flags (TrainConfig'
     "broadcast-2": ["--broadcast-every", "2"],  # a replica's gradients of 2 local steps summed into one message
     "broadcast-4": ["--broadcast-every", "4"],  # ... of 4
     "broadcast-8": ["--broadcast-every", "8"],  # ... of 8 (TensAIR's knob: fewer messages, staler peers)
-    "adaptive-8": ["--max-broadcast-every", "8"],  # the period adapts from 1 to 8 while peers fall behind
     "unfused": ["--unfused-step"],  # compute, then apply, in two calls (before 2026-12-02); its limit too
     # the staleness bound (the later --system wins over the candidate runner's "dasgd")
     "bound-1": ["--system", "bounded", "--staleness-bound", "1"],
@@ -138,10 +137,10 @@ def run_candidate(spec, workload: str, replicas: int, batches: int, args: List[s
 
 
 def steps_per_message(records) -> Optional[float]:
-    """Local steps per message a replica sent (its broadcast period, on average), from each
-    replica's last metrics record; ``None`` without peers."""
+    """Local steps per gradient message a replica sent (its broadcast period, on average), from
+    each replica's last metrics record; ``None`` without peers."""
     last = {m.replica: m for m in sorted(records, key=lambda m: m.local_step)}
-    sent = sum(m.messages_sent for m in last.values())
+    sent = sum(m.gradient_messages_sent for m in last.values())
     return round(sum(m.local_step for m in last.values()) / sent, 2) if sent and len(last) > 1 else None
 
 

@@ -123,11 +123,6 @@ PEER_DAMPING = ("none", "inverse")
 PEER_RULES = ("optimizer", "sgd")
 DEFAULT_STALENESS_BOUND = 1  # docs/use_cases.md, "DASGD against synchronous SGD"
 DEFAULT_AVERAGE_EVERY = 8
-# An adaptive broadcast period (TrainConfig.max_broadcast_every) doubles while the slowest peer has
-# more than this many of a replica's gradient messages unacknowledged, and halves back while it has
-# at most BROADCAST_NARROW_AT (core.update_rules.DASGD: the rule, docs/measurements.md: the figures)
-BROADCAST_WIDEN_AT = 4
-BROADCAST_NARROW_AT = 1
 
 
 @dataclass(frozen=True)
@@ -421,12 +416,6 @@ class TrainConfig:
             fills the JVM's heap; word2vec ran out of it at staleness 381).
         broadcast_every: local steps summed into one gradient message (TensAIR's
             ``broadcast_frequency``). Must be 1 when ``staleness_bound=0``.
-        max_broadcast_every: the most local steps an adaptive period sums into one message
-            (``None``, the default: the period is ``broadcast_every``). The period adapts
-            between the two: it doubles while the slowest peer that trains has more than 4 of
-            the replica's messages unacknowledged (its queue grows: the replicas outrun it) and
-            halves while it has at most 1, so a replica sends fewer, summed messages only while
-            its peers fall behind. The period is part of the checkpoint.
         buffer_capacity: mini-batches a replica holds while the staleness bound stops it. When
             the buffer is full the oldest held batch is trained at once, beyond the bound, and
             counted in the ``bound_overflows`` metric: no batch is ever dropped.
@@ -482,7 +471,6 @@ class TrainConfig:
     replicas: int = 1
     staleness_bound: Optional[int] = DEFAULT_STALENESS_BOUND
     broadcast_every: int = 1
-    max_broadcast_every: Optional[int] = None
     buffer_capacity: int = 256
     backpressure: bool = True
     mode: Mode = Mode.TRAIN
@@ -509,10 +497,6 @@ class TrainConfig:
                 "broadcast_every must be 1 when staleness_bound=0 (synchronous SGD exchanges "
                 f"every step). Received: broadcast_every={self.broadcast_every!r}"
             )
-        require_int("max_broadcast_every", self.max_broadcast_every, self.broadcast_every, optional=True)
-        if self.staleness_bound == 0 and self.max_broadcast_every is not None:
-            raise ConfigError("max_broadcast_every must be None when staleness_bound=0 (synchronous SGD exchanges "
-                              f"every step). Received: max_broadcast_every={self.max_broadcast_every!r}")
         require_int("buffer_capacity", self.buffer_capacity, 1)
         for name in ("backpressure", "trainer_thread"):
             if not isinstance(getattr(self, name), bool):

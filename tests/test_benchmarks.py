@@ -354,8 +354,6 @@ def test_probe_job_passes_broadcast_every_to_our_replicas():
     base = ["--system", "dasgd", "--workload", "dense", "--batches", "10", "--outdir", "/tmp/x"]
     assert parse_args(base).broadcast_every == 1
     assert parse_args(base + candidate_args("trainer-thread+broadcast-8")).broadcast_every == 8
-    assert parse_args(base).max_broadcast_every is None
-    assert parse_args(base + candidate_args("jvm+adaptive-8")).max_broadcast_every == 8
 
 
 def test_benchmark_flags_of_config_fields_are_spelled_as_the_jobs_flags():

@@ -74,9 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--broadcast-every", type=int, default=1,
                         help="TrainConfig.broadcast_every of our systems: local steps summed into one message "
                              "(TensAIR's batching of gradients; 1 with --system sync)")
-    parser.add_argument("--max-broadcast-every", type=_or_none(int), default=None, metavar="INT",
-                        help="TrainConfig.max_broadcast_every of our systems: the period adapts up to INT while "
-                             "peers fall behind (default none: fixed)")
     parser.add_argument("--checkpoints-state-backend", choices=STATE_BACKENDS, default="hashmap",
                         help="Checkpoints.state_backend (default: hashmap)")
     parser.add_argument("--peer-updates-average-every", type=_or_none(int), default=None, metavar="INT",
@@ -172,7 +169,6 @@ def main(argv=None):
                          buffer_capacity=held, trainer_thread=args.trainer_thread, name="bench",
                          python_in=args.python_in, checkpoints=checkpoints,
                          sparse_values=args.sparse_values, broadcast_every=args.broadcast_every,
-                         max_broadcast_every=args.max_broadcast_every,
                          # explicit: not the library's default
                          peer_updates=PeerUpdates(average_every=args.peer_updates_average_every))
     batches = batch_source(env, args.batches, workload.make_batch, rate=args.rate, name="bench",

@@ -73,6 +73,7 @@ class Metrics:
     messages_rejected: int = 0
     gradients_clipped: int = 0
     steps_skipped: int = 0
+    gradient_messages_sent: int = 0  # of messages_sent: gradient messages (not weights, mode changes nor done markers)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

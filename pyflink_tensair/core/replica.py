@@ -134,7 +134,6 @@ class Replica:
         self.model = model
         self.staleness_bound = staleness_bound
         self.broadcast_every = config.broadcast_every
-        self.max_broadcast_every = config.max_broadcast_every
         self.buffer_capacity = buffer_capacity = config.buffer_capacity
         self.mode = config.mode
         self.policy = config.auto.policy() if self.mode is Mode.AUTO else None
@@ -155,6 +154,7 @@ class Replica:
         self.local_step = 0
         self.model_version = 0
         self.messages_sent = 0
+        self.gradient_messages_sent = 0
         self.bytes_sent = 0
         self.dense_bytes_sent = 0
         self.messages_applied = 0
@@ -367,16 +367,6 @@ class Replica:
         """Messages sent that some peer has not acknowledged yet (kept for a re-send)."""
         return len(self._unacked)
 
-    def messages_behind(self) -> int:
-        """How many of this replica's gradient messages the slowest peer that trains has not
-        acknowledged: its queue of them, as far as its acknowledgements tell (a serving or
-        finished peer is not counted)."""
-        acked = [peer.acked for peer in self._peers.values() if peer.final is None and not peer.paused]
-        if not acked:
-            return 0
-        slowest = min(acked)
-        return sum(1 for step in self._unacked if step > slowest)
-
     def resend(self) -> List[Event]:
         """After :meth:`restore`: a ``"restored"`` metrics record (where the replica resumes),
         then the messages some peer may not hold (sent before the snapshot, never
@@ -587,6 +577,7 @@ class Replica:
         if isinstance(message, GradientMessage):
             if self._notices_out:
                 message, self._notices_out = dataclasses.replace(message, notices=self._notices_out), {}
+            self.gradient_messages_sent += 1
             self.bytes_sent += _payload_nbytes(message.gradients, self.sparse_values)
             self.dense_bytes_sent += dense_nbytes(message.gradients)
             self._unacked[message.step] = message
@@ -688,7 +679,7 @@ class Replica:
             delay_s=(now - scheduled) if isinstance(scheduled, (int, float)) else None,
             model_busy_s=round(self.model_busy_s, 6), trained=trained, dead_letters=self.dead_letters,
             messages_rejected=self.messages_rejected, gradients_clipped=self.gradients_clipped,
-            steps_skipped=self.steps_skipped)
+            steps_skipped=self.steps_skipped, gradient_messages_sent=self.gradient_messages_sent)
 
     # ------------------------------------------------------------------ state
 
@@ -699,7 +690,7 @@ class Replica:
                  "messages_applied", "duplicates_dropped", "bound_overflows", "input_ended", "done_sent",
                  "finished", "messages_resent", "batches_served", "_mode_sequence", "_drift_epoch", "dead_letters",
                  "messages_rejected", "gradients_clipped", "steps_skipped", "messages_while_serving",
-                 "_drift_at", "_pending_drift", "_pending_origin", "_position")
+                 "_drift_at", "_pending_drift", "_pending_origin", "_position", "gradient_messages_sent")
     _FLAGS = ("input_ended", "done_sent", "finished")
     # Snapshots of the releases before 0.2.0: one int64 array ``counters``, these names in this order
     # (older releases wrote fewer of them). Frozen: restore() still reads it.
@@ -773,7 +764,7 @@ class Replica:
     # Counts that add up over the replicas (the job's totals): an adopting replica adds the old ones'.
     _TOTALS = ("messages_sent", "bytes_sent", "dense_bytes_sent", "messages_applied", "duplicates_dropped",
                "bound_overflows", "messages_resent", "batches_served", "dead_letters", "messages_rejected",
-               "gradients_clipped", "steps_skipped", "messages_while_serving")
+               "gradients_clipped", "steps_skipped", "messages_while_serving", "gradient_messages_sent")
 
     def adopt(self, old_replicas: int, states: Mapping[int, Dict[str, np.ndarray]]) -> List[Event]:
         """After a restore with another replica count (this replica's state is new): takes over

@@ -67,8 +67,7 @@ def summarize(records: List[Metrics], models: Iterable[FinalModel], config, wall
     latest = finals or latest_per_replica(records)
     trained = len(batch_records)
     span = batch_records[-1].time - batch_records[0].time if trained > 1 else 0.0
-    # every finished replica sent one done marker besides its gradient messages
-    messages = sum(m.messages_sent for m in latest.values()) - len(finals)
+    messages = sum(m.gradient_messages_sent for m in latest.values())
     message_bytes = sum(m.bytes_sent for m in latest.values())
     models = sorted(models, key=lambda m: m.replica)
     loss_curve = sliding_mean(batch_records, "loss", window=window)
@@ -77,7 +76,6 @@ def summarize(records: List[Metrics], models: Iterable[FinalModel], config, wall
         "replicas": config.replicas,
         "staleness_bound": config.staleness_bound,
         "broadcast_every": config.broadcast_every,
-        "max_broadcast_every": config.max_broadcast_every,
         "batches": trained,
         "final_loss": tail_mean([m.loss for m in batch_records]),
         "final_accuracy": tail_mean([m.accuracy for m in batch_records]),

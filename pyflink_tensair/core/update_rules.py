@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Dict, List, Mapping, cast
 
 import numpy as np
 
-from ..config import BROADCAST_NARROW_AT, BROADCAST_WIDEN_AT
 from ..errors import ProtocolError
 from . import wire
 from .gradients import average_gradients, sum_gradients
@@ -275,8 +274,7 @@ class SynchronousSGD(UpdateRule):
 class DASGD(UpdateRule):
     """``s > 0`` or ``None`` (TensAIR's rule): a replica applies its own gradient at once, sums it
     into an outgoing message sent every ``broadcast_every`` steps, and applies each peer message
-    through its own optimizer in arrival order (weighed as ``peer_updates`` say). With
-    ``max_broadcast_every`` the period adapts (:meth:`adapt_period`). With a bound
+    through its own optimizer in arrival order (weighed as ``peer_updates`` say). With a bound
     ``s``, it starts local step ``k + 1`` only once it holds every live peer's gradients up to that
     peer's step ``k - s`` (a peer that serves or is done is not waited for). With
     ``average_every=K``, every K local steps it also sends its dense-gradient weights, after its
@@ -287,7 +285,6 @@ class DASGD(UpdateRule):
         self.fused = replica._fused_step
         self.outgoing: List[Gradients] = []  # own gradients not sent yet, summed when they are
         self.outgoing_first = 1  # the local step of the first of them
-        self.period = replica.broadcast_every  # local steps summed into the next message
         self.unattributed = 0  # peer messages nobody could read, not yet matched to a gap
 
     def skips(self, result: StepResult) -> bool:
@@ -303,27 +300,11 @@ class DASGD(UpdateRule):
             if not self.outgoing:
                 self.outgoing_first = replica.local_step
             self.outgoing.append(gradients)
-            if len(self.outgoing) >= self.period:
-                self.adapt_period()
+            if replica.local_step - self.outgoing_first + 1 >= replica.broadcast_every:  # steps, not entries: a restored sum is one
                 self.flush(out)
             every = replica.peer_updates.average_every
             if every is not None and replica.local_step % every == 0:
                 self._send_weights(gradients, out)
-
-    def adapt_period(self) -> None:
-        """With ``max_broadcast_every``: doubles the period while the slowest peer's queue of this
-        replica's messages is longer than ``BROADCAST_WIDEN_AT`` (the replicas outrun it: fewer,
-        summed messages cost it fewer applies), halves it while the queue is at most
-        ``BROADCAST_NARROW_AT`` (fresher gradients while the peers keep up)."""
-        replica = self.replica
-        most = replica.max_broadcast_every
-        if most is None:
-            return
-        behind = replica.messages_behind()
-        if behind > BROADCAST_WIDEN_AT:
-            self.period = min(most, self.period * 2)
-        elif behind <= BROADCAST_NARROW_AT:
-            self.period = max(replica.broadcast_every, self.period // 2)
 
     def flush(self, out: List[Event]) -> None:
         if not self.outgoing:
@@ -398,7 +379,7 @@ class DASGD(UpdateRule):
         return all(peer.final is not None and peer.applied >= peer.final for peer in self.replica._peers.values())
 
     def counters(self) -> Dict[str, int]:
-        return {"outgoing_first": self.outgoing_first, "unattributed": self.unattributed, "broadcast_period": self.period}
+        return {"outgoing_first": self.outgoing_first, "unattributed": self.unattributed}
 
     def snapshot(self) -> Dict[str, np.ndarray]:
         if not self.outgoing:
@@ -410,9 +391,6 @@ class DASGD(UpdateRule):
     def restore(self, state: Mapping[str, np.ndarray], counters: Mapping[str, int]) -> None:
         self.outgoing_first = int(counters.get("outgoing_first", self.outgoing_first))
         self.unattributed = int(counters.get("unattributed", self.unattributed))
-        # the period resumes within this config's range (a job may resume with other settings)
-        least, most = self.replica.broadcast_every, self.replica.max_broadcast_every
-        self.period = least if most is None else min(most, max(least, int(counters.get("broadcast_period", least))))
         self.outgoing = [cast(GradientMessage, wire.decode_message(state["outgoing"].tobytes())).gradients] if "outgoing" in state else []
 
 
