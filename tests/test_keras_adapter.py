@@ -32,17 +32,20 @@ def _token_batch(seed=0, size=32):
     return Batch(rng.integers(0, 200, size=(size, LENGTH)).astype(np.int32), rng.integers(0, 2, size=size))
 
 
-def test_embedding_gradient_is_sparse_unique_and_equals_the_dense_gradient():
+def test_embedding_gradient_is_sparse_unique_ascending_and_equals_the_dense_gradient():
     model = _embedding_model()
     batch = _token_batch()
     grads = model.compute_gradients(batch).gradients
     sparse = grads["000"]
     assert isinstance(sparse, SparseGradient)
-    assert len(np.unique(sparse.indices)) == len(sparse.indices) == len(np.unique(batch.x))
+    np.testing.assert_array_equal(sparse.indices, np.unique(batch.x))  # every touched row once, ascending
     with tf.GradientTape() as tape:
         loss = model.model.compute_loss(y=batch.y, y_pred=model.model(batch.x, training=True))
     dense = tf.convert_to_tensor(tape.gradient(loss, model.model.trainable_variables)[0]).numpy()
     np.testing.assert_allclose(sparse.to_dense(), dense, atol=1e-7)
+    fused = model.train_step(batch).gradients["000"]  # the fused step sends the same rows
+    np.testing.assert_array_equal(fused.indices, sparse.indices)
+    np.testing.assert_array_equal(fused.values, sparse.values)
 
 
 def test_sparse_message_carries_only_touched_rows():

@@ -5,6 +5,10 @@ per step today) against summed first and applied once (coalesced): the sum's cos
 apply's, and, for sparse tables, the sum of rows without merging duplicates (TensorFlow's
 scatter adds duplicate rows itself).
 
+``row-order``: a peer's sparse message applied with its rows in ascending order (as replicas
+send them) against the same rows in a random order, through the replica's apply and as the bare
+scatter into the largest table.
+
 ``alone``: one model's step, in a plain loop over the same batches: Keras's ``train_on_batch``
 against the replica's fused step (``train_step(return_gradients=False)``, a replica without peers),
 the same step as a replica with peers takes it (an embedding table's rows gathered into unique
@@ -16,9 +20,10 @@ repeat, and the median and [min, max] over ``--repeats`` are printed::
 
     python -m benchmarks.investigations.replica_step peer-applies --workload sparse --repeats 5
     python -m benchmarks.investigations.replica_step alone --workload sparse --batches 20 --repeats 5
+    python -m benchmarks.investigations.replica_step row-order --workload sparse --repeats 9
 
-A one-off (issue 27): its answer is in docs/measurements.md, "One replica's step and coalesced
-peer applies".
+One-offs (issue 27): their answers are in docs/measurements.md, "One replica's step and coalesced
+peer applies" and "Rows sent in ascending order".
 """
 
 from __future__ import annotations
@@ -78,6 +83,53 @@ def peer_applies(workload, repeats: int) -> Dict[str, List[float]]:
         "sum (merged rows) (ms)": timed(lambda: sum_gradients(messages)),
         "sum (merged rows) + 1 apply (ms)": timed(lambda: model.apply_gradients(sum_gradients(messages))),
         "sum (rows concatenated) + 1 apply (ms)": timed(lambda: model.apply_gradients(concatenated())),
+    }, repeats)
+
+
+def row_order(workload, repeats: int) -> Dict[str, List[float]]:
+    """A peer's message applied with its rows in ascending order (as replicas send them since
+    2026-12-07) against the same rows in a random order (``tf.unique``'s order of first lookup,
+    as they were sent before), through the replica's apply and as the bare scatter into the
+    largest table; ms per message, three messages a repeat."""
+    import numpy as np
+    import tensorflow as tf
+
+    from pyflink_tensair.core.messages import SparseGradient
+
+    model = _model(workload)
+    ascending = [model.compute_gradients(workload.make_batch(i)).gradients for i in range(3)]
+    sparse = [name for name, grad in ascending[0].items() if isinstance(grad, SparseGradient)]
+    if not sparse or not all(np.all(np.diff(m[n].indices) > 0) for m in ascending for n in sparse):
+        raise SystemExit("row-order needs a workload whose messages carry ascending sparse rows (sparse)")
+    rng = np.random.default_rng(0)
+
+    def shuffled(message):
+        out = dict(message)
+        for name in sparse:
+            grad, order = message[name], rng.permutation(len(message[name].indices))
+            out[name] = SparseGradient(grad.indices[order], grad.values[order], grad.dense_shape)
+        return out
+
+    random_order = [shuffled(m) for m in ascending]
+    largest = max(sparse, key=lambda n: len(ascending[0][n].indices))
+    variable = model._variables[model.names.index(largest)].value  # the tf.Variable inside Keras's
+
+    def scatter(messages):
+        slices = [tf.IndexedSlices(tf.constant(m[largest].values), tf.constant(m[largest].indices)) for m in messages]
+        return lambda: [variable.scatter_sub(s) for s in slices]
+
+    def per_message(work):
+        def run():
+            began = time.perf_counter()
+            work()
+            return (time.perf_counter() - began) * 1000 / 3
+        return run
+
+    return _take_turns({
+        "apply, rows ascending (ms a message)": per_message(lambda: [model.apply_gradients(m) for m in ascending]),
+        "apply, rows in random order (ms a message)": per_message(lambda: [model.apply_gradients(m) for m in random_order]),
+        f"scatter into table {largest}, ascending (ms)": per_message(scatter(ascending)),
+        f"scatter into table {largest}, random order (ms)": per_message(scatter(random_order)),
     }, repeats)
 
 
@@ -148,7 +200,7 @@ def alone(workload, batches: int, repeats: int) -> Dict[str, List[float]]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("question", choices=["peer-applies", "alone"])
+    parser.add_argument("question", choices=["peer-applies", "alone", "row-order"])
     parser.add_argument("--workload", choices=["dense", "sparse"], default="sparse")
     parser.add_argument("--batches", type=int, default=20, help="alone: batches per timed loop")
     parser.add_argument("--repeats", type=int, default=5)
@@ -160,8 +212,9 @@ def main(argv=None) -> None:
     configure_tensorflow_threads(1, None)  # as the benchmark's replicas and baselines run
     workload = workloads.get(args.workload)
     samples = (peer_applies(workload, args.repeats) if args.question == "peer-applies"
+               else row_order(workload, args.repeats) if args.question == "row-order"
                else alone(workload, args.batches, args.repeats))
-    unit = "" if args.question == "peer-applies" else " batches/s"
+    unit = " batches/s" if args.question == "alone" else ""
     print(f"{args.question}, {args.workload}: median [min, max] of {args.repeats}")
     for name, values in samples.items():
         print(f"  {name:42s} {_summary(values)}{unit}")
