@@ -6,8 +6,8 @@ apply's, and, for sparse tables, the sum of rows without merging duplicates (Ten
 scatter adds duplicate rows itself).
 
 ``row-order``: a peer's sparse message applied with its rows in ascending order (as replicas
-send them) against the same rows in a random order, through the replica's apply and as the bare
-scatter into the largest table.
+send them) against the same rows in ``tf.unique``'s order of first lookup (as they were sent
+before), through the replica's apply and as the bare scatter into one table.
 
 ``alone``: one model's step, in a plain loop over the same batches: Keras's ``train_on_batch``
 against the replica's fused step (``train_step(return_gradients=False)``, a replica without peers),
@@ -38,13 +38,16 @@ def _summary(samples: List[float]) -> str:
     return f"{statistics.median(samples):.1f} [{min(samples):.1f}, {max(samples):.1f}]"
 
 
-def _take_turns(variants: Dict[str, Callable[[], float]], repeats: int) -> Dict[str, List[float]]:
+def _take_turns(variants: Dict[str, Callable[[], float]], repeats: int, alternate: bool = False) -> Dict[str, List[float]]:
+    """Every variant once a repeat, in the given order (``alternate``: reversed every other repeat,
+    so that none always runs right after the same one)."""
     for run in variants.values():
         run()  # compile
     samples: Dict[str, List[float]] = {name: [] for name in variants}
-    for _ in range(repeats):
-        for name, run in variants.items():
-            samples[name].append(run())
+    for repeat in range(repeats):
+        names = list(variants)[::-1] if alternate and repeat % 2 else list(variants)
+        for name in names:
+            samples[name].append(variants[name]())
     return samples
 
 
@@ -88,29 +91,34 @@ def peer_applies(workload, repeats: int) -> Dict[str, List[float]]:
 
 def row_order(workload, repeats: int) -> Dict[str, List[float]]:
     """A peer's message applied with its rows in ascending order (as replicas send them since
-    2026-12-07) against the same rows in a random order (``tf.unique``'s order of first lookup,
-    as they were sent before), through the replica's apply and as the bare scatter into the
-    largest table; ms per message, three messages a repeat."""
+    2026-12-07) against the same batches' messages in ``tf.unique``'s order of first lookup (as
+    they were sent before: the step traced with ``tf.unique`` in place of the ascending one),
+    through the replica's apply and as the bare scatter into the table with the most rows in a
+    message; ms per message, three messages a repeat, the variants' order reversed every other
+    repeat."""
     import numpy as np
     import tensorflow as tf
 
     from pyflink_tensair.core.messages import SparseGradient
+    from pyflink_tensair.models import keras_adapter
 
+    batches = [workload.make_batch(i) for i in range(3)]
     model = _model(workload)
-    ascending = [model.compute_gradients(workload.make_batch(i)).gradients for i in range(3)]
+    ascending = [model.compute_gradients(b).gradients for b in batches]
     sparse = [name for name, grad in ascending[0].items() if isinstance(grad, SparseGradient)]
-    if not sparse or not all(np.all(np.diff(m[n].indices) > 0) for m in ascending for n in sparse):
-        raise SystemExit("row-order needs a workload whose messages carry ascending sparse rows (sparse)")
-    rng = np.random.default_rng(0)
-
-    def shuffled(message):
-        out = dict(message)
+    if not sparse:
+        raise SystemExit("row-order needs a workload whose messages carry sparse rows (sparse)")
+    ascending_unique, keras_adapter._ascending_unique = keras_adapter._ascending_unique, tf.unique
+    try:  # a second model, traced while the step took tf.unique's order
+        first_lookup = [_model(workload).compute_gradients(b).gradients for b in batches]
+    finally:
+        keras_adapter._ascending_unique = ascending_unique
+    for new, old in zip(ascending, first_lookup):
         for name in sparse:
-            grad, order = message[name], rng.permutation(len(message[name].indices))
-            out[name] = SparseGradient(grad.indices[order], grad.values[order], grad.dense_shape)
-        return out
-
-    random_order = [shuffled(m) for m in ascending]
+            order = np.argsort(old[name].indices)
+            if not (np.array_equal(old[name].indices[order], new[name].indices)
+                    and np.array_equal(old[name].values[order], new[name].values)):
+                raise SystemExit(f"table {name}: the two orders do not hold the same rows")
     largest = max(sparse, key=lambda n: len(ascending[0][n].indices))
     variable = model._variables[model.names.index(largest)].value  # the tf.Variable inside Keras's
 
@@ -127,11 +135,10 @@ def row_order(workload, repeats: int) -> Dict[str, List[float]]:
 
     return _take_turns({
         "apply, rows ascending (ms a message)": per_message(lambda: [model.apply_gradients(m) for m in ascending]),
-        "apply, rows in random order (ms a message)": per_message(lambda: [model.apply_gradients(m) for m in random_order]),
+        "apply, rows in first-lookup order (ms a message)": per_message(lambda: [model.apply_gradients(m) for m in first_lookup]),
         f"scatter into table {largest}, ascending (ms)": per_message(scatter(ascending)),
-        f"scatter into table {largest}, random order (ms)": per_message(scatter(random_order)),
-    }, repeats)
-
+        f"scatter into table {largest}, first-lookup order (ms)": per_message(scatter(first_lookup)),
+    }, repeats, alternate=True)
 
 def alone(workload, batches: int, repeats: int) -> Dict[str, List[float]]:
     import tensorflow as tf
@@ -217,7 +224,7 @@ def main(argv=None) -> None:
     unit = " batches/s" if args.question == "alone" else ""
     print(f"{args.question}, {args.workload}: median [min, max] of {args.repeats}")
     for name, values in samples.items():
-        print(f"  {name:42s} {_summary(values)}{unit}")
+        print(f"  {name:50s} {_summary(values)}{unit}")
 
 
 if __name__ == "__main__":
