@@ -49,8 +49,10 @@ def topic_size(servers: str, topic: str) -> int:
     from kafka import KafkaConsumer, TopicPartition
     from kafka.errors import KafkaError as ClientError
 
+    # a missing broker is an error within 10 s, not kafka-python's 30 s bootstrap wait
+    bootstrap = {"bootstrap_timeout_ms": 10000} if "bootstrap_timeout_ms" in KafkaConsumer.DEFAULT_CONFIG else {}
     try:
-        consumer = KafkaConsumer(bootstrap_servers=servers, request_timeout_ms=10000)
+        consumer = KafkaConsumer(bootstrap_servers=servers, request_timeout_ms=10000, **bootstrap)
     except (ClientError, OSError, ValueError) as err:
         raise KafkaError(f"no Kafka answers at {servers}: {err}. Is the broker running (python -m "
                          "pyflink_tensair.kafka.broker start)?") from err
