@@ -140,6 +140,7 @@ def row_order(workload, repeats: int) -> Dict[str, List[float]]:
         f"scatter into table {largest}, first-lookup order (ms)": per_message(scatter(first_lookup)),
     }, repeats, alternate=True)
 
+
 def alone(workload, batches: int, repeats: int) -> Dict[str, List[float]]:
     import tensorflow as tf
 
