@@ -327,3 +327,40 @@ def test_file_sinks_write_one_file_per_subtask_and_refuse_other_record_types(tmp
     written = sorted(p.name for p in (tmp_path / "out").glob("record-*"))
     assert written == [f"record-0-{n:06d}.bin" for n in range(5)]
     assert [(tmp_path / "out" / name).read_bytes() for name in written] == [bytes([n]) * 3 for n in range(5)]
+
+
+def _python_operators(env):
+    """``{operator name: operator class}`` of every Python operator in ``env``'s job graph."""
+    graph = env._j_stream_execution_environment.getStreamGraph(False)  # False: keep the graph buildable
+    found = {}
+    for node in graph.getStreamNodes().toArray():
+        factory = node.getOperatorFactory()
+        kind = factory.getClass().getName()
+        kind = factory.getOperator().getClass().getName() if "SimpleOperatorFactory" in kind else kind
+        if "python" in kind or "Replica" in kind:
+            found[node.getOperatorName()] = kind
+    return found
+
+
+@pytest.mark.parametrize("python_in", ["jvm", "processes"])
+def test_where_the_replicas_python_runs_every_python_operator_of_train_runs(python_in):
+    """With the replicas in the TaskManagers' JVMs no operator of train() starts a Python worker
+    process (a start-markers map did: a Beam worker in every job)."""
+    import functools
+
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from pyflink_tensair import batch_source, train
+    from pyflink_tensair.datasets.teacher import teacher_classification_batch
+    from pyflink_tensair.models import zoo
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    config = TrainConfig(replicas=2, python_in=python_in, name=f"where-{python_in}")
+    make = functools.partial(teacher_classification_batch, batch_size=8, features=20, classes=4, seed=0)
+    out = train(batch_source(env, 4, make, config=config), model=zoo.quickstart_classifier, config=config,
+                check_model=False)
+    out.metrics.print()
+    operators = _python_operators(env)
+    assert {f"where-{python_in}: start markers", f"where-{python_in}: replicas", "tensair: make batches"} <= set(operators)
+    in_jvm = {name for name, kind in operators.items() if ".embedded." in kind or "EmbeddedReplica" in kind}
+    assert in_jvm == (set(operators) if python_in == "jvm" else set()), operators

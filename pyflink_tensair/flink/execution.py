@@ -142,6 +142,21 @@ def process(stream, function, output_type, python_in):
     return DataStream(j_stream.transform("PROCESS", j_output_type, operator))
 
 
+def mapped(stream, function, output_type, python_in):
+    """``stream.map(function, output_type)``, where ``python_in`` says: inside the TaskManagers'
+    JVMs as a ProcessFunction calling ``function`` on each record (a plain PyFlink ``map`` would
+    start a Python worker process of its own there), PyFlink's own ``map`` in process mode."""
+    if not in_jvm(python_in):
+        return stream.map(function, output_type=output_type)
+    from pyflink.datastream import ProcessFunction
+
+    class Mapped(ProcessFunction):
+        def process_element(self, value, ctx):
+            yield function(value)
+
+    return process(stream, Mapped(), output_type, python_in)
+
+
 def co_process(connected, function, output_type, python_in):
     """``connected.process(function, output_type)`` for non-keyed ``connected`` streams, where ``python_in`` says."""
     from pyflink.datastream import DataStream

@@ -86,7 +86,8 @@ class FeedbackLoop:
         that every subtask sets its end-of-input timer even if no batch ever reaches it.
         ``credit=True``: through a credit gate first; close it with :meth:`close_credit`."""
         name = self.config.name
-        start = routing.start_markers(self.env, self.keys, name=f"{name}: start markers", uid=f"{name}-start")
+        start = routing.start_markers(self.env, self.keys, self.config.python_in, name=f"{name}: start markers",
+                                      uid=f"{name}-start")
         batches = self._credit_gate(self.batches) if credit else self.batches
         routed = self.named(routing.round_robin(batches, self.keys), "route", "route batches to replicas")
         routed = self._with_batch_parallelism(routed)  # as parallel as the batches

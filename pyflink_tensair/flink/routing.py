@@ -93,12 +93,13 @@ def _start_marker(replica: int, keys: List[int]):
     return Row(keys[int(replica)], wire.encode_start(int(replica)))
 
 
-def start_markers(env, keys: List[int], *, name: str, uid: str):
+def start_markers(env, keys: List[int], python_in, *, name: str, uid: str):
     """One ``Row(keys[r], start marker r)`` per replica (parallelism 1), so that every replica
-    sets its end-of-input timer even if no batch ever reaches it."""
+    sets its end-of-input timer even if no batch ever reaches it; made where ``python_in`` says."""
+    from .execution import mapped
     from .sources import number_sequence
     from . import types
 
     numbers = number_sequence(env, 0, len(keys) - 1, name=f"{name} numbers", uid=f"{uid}-numbers")
-    return (numbers.map(functools.partial(_start_marker, keys=list(keys)), output_type=types.keyed_bytes_type())
+    return (mapped(numbers, functools.partial(_start_marker, keys=list(keys)), types.keyed_bytes_type(), python_in)
             .name(name).uid(uid).set_parallelism(1))

@@ -89,7 +89,7 @@ def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: f
     """
     from . import types
     from .environment import use_this_interpreter
-    from .execution import in_jvm, process
+    from .execution import mapped
 
     if not isinstance(count, int) or count < 1:
         raise ConfigError(f"count must be an int >= 1. Received: count={count!r}")
@@ -97,23 +97,9 @@ def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: f
     config = as_train_config(TrainConfig() if config is None else config)
     use_this_interpreter(env)
     numbers = number_sequence(env, 0, count - 1, name=f"{name}: batch numbers", uid=f"{name}-batch-numbers")
-    if not in_jvm(config.python_in):
-        made = numbers.map(paced, output_type=types.bytes_type())
-    else:
-        made = process(numbers, _paced_process(paced), types.bytes_type(), config.python_in)
+    made = mapped(numbers, paced, types.bytes_type(), config.python_in)
     return (made.name(f"{name}: make batches" + (f" at {rate:g}/s" if rate else "")).uid(f"{name}-make-batches")
             .set_parallelism(1))
-
-
-def _paced_process(paced: PacedBatches):
-    """``paced`` as a ProcessFunction: the one kind of non-keyed operator ``execution.process`` builds."""
-    from pyflink.datastream import ProcessFunction
-
-    class PacedProcess(ProcessFunction):
-        def process_element(self, value, ctx):
-            yield paced(value)
-
-    return PacedProcess()
 
 
 def with_dead_letters(env, batches, letters, *, name: str = "tensair"):
