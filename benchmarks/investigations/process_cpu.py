@@ -4,7 +4,8 @@ A job started as ``python jobs/X.py`` is a client Python process, the JVM it sta
 mini-cluster, with the replicas' Python inside it when ``python_in="jvm"``) and any Python worker
 processes Flink starts; a shell's ``time`` sees only the client, since the JVM is killed rather
 than waited for. This samples every process of the tree every 0.2 s and prints each one's CPU
-(user + system) and lifetime, and the CPU of the client's ``--timeline`` every second::
+(user + system) and lifetime (a process that lives less than 0.2 s may be missed, and none is
+sampled after the command itself ends); ``--timeline`` also prints the tree's CPU every second::
 
     python -m benchmarks.investigations.process_cpu -- python jobs/quickstart.py --replicas 2 --batches 60
     python -m benchmarks.investigations.process_cpu --timeline -- python jobs/quickstart.py --replicas 2 --batches 60
@@ -71,7 +72,7 @@ def main(argv=None) -> int:
     total = sum(r["cpu_s"] for r in seen.values())
     print(f"wall {wall:.1f} s, CPU {total:.1f} s in all (each process as last sampled: up to 0.2 s of it missed); "
           f"exit code {child.returncode}, output in {args.log}")
-    return child.returncode
+    return child.returncode if child.returncode >= 0 else 128 - child.returncode  # a signal's number, as a shell says
 
 
 if __name__ == "__main__":

@@ -143,9 +143,10 @@ def process(stream, function, output_type, python_in):
 
 
 def mapped(stream, function, output_type, python_in):
-    """``stream.map(function, output_type)``, where ``python_in`` says: inside the TaskManagers'
-    JVMs as a ProcessFunction calling ``function`` on each record (a plain PyFlink ``map`` would
-    start a Python worker process of its own there), PyFlink's own ``map`` in process mode."""
+    """``stream.map(function, output_type)`` for a plain callable ``function`` of one record (not a
+    ``MapFunction``: no ``open``/``close``), where ``python_in`` says: inside the TaskManagers' JVMs
+    as a ProcessFunction calling it on each record (a plain PyFlink ``map`` would start a Python
+    worker process of its own there), PyFlink's own ``map`` in process mode."""
     if not in_jvm(python_in):
         return stream.map(function, output_type=output_type)
     from pyflink.datastream import ProcessFunction
