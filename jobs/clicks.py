@@ -13,7 +13,7 @@ sees rows, never ids.
 
 At the end the job scores the final model on the ``--holdout`` events that follow the stream, ids
 looked up through the final model's id maps (an id without a row reads the shared row 0), as
-``holdout_auc`` in the summary; exports (``--export-every``) carry the maps beside each ``.keras``.
+``holdout_auc`` in the summary; exports (``--exports-every-s``) carry the maps beside each ``.keras``.
 
     python jobs/clicks.py --replicas 2 --summary runs/clicks.json
     python jobs/clicks.py --source kafka --bootstrap-servers 127.0.0.1:19092 --topic clicks

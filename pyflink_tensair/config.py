@@ -341,7 +341,7 @@ class Checkpoints:
 class Exports:
     """Exports of replica 0's current model while it trains, as
     ``<dir>/model-v<version>.keras`` (written whole or not at all; the last one when the replica
-    finishes). :func:`~pyflink_tensair.latest_export` finds the newest.
+    finishes). :func:`pyflink_tensair.models.export.latest_export` finds the newest.
 
     Attributes:
         every_s: seconds between exports (> 0).

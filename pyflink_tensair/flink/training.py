@@ -125,7 +125,9 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
     Returns:
         :class:`TrainOutput` with the predictions, metrics and models streams.
 
-    Example (the README's; ``tests/test_examples.py`` runs both)::
+    Example (the README's: ``tests/test_examples.py`` checks they are the same, ``tests/test_installed_wheel.py`` runs it)::
+
+        import functools
 
         import numpy as np
         from pyflink.datastream import StreamExecutionEnvironment
@@ -137,8 +139,8 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
         env = StreamExecutionEnvironment.get_execution_environment()
         records = env.from_collection([(f.tolist(), int(c)) for f, c in zip(x, y)])  # any DataStream of (features, label)
         batches = to_batches(records, batch_size=64)             # or batch_source(env, n, make_batch, rate=...)
-        out = train(batches, model=zoo.quickstart_classifier,    # a builder of a compiled keras.Model,
-                    config=TrainConfig(replicas=2))              # or the path of a saved .keras model
+        model = functools.partial(zoo.quickstart_classifier, learning_rate=0.03)  # a builder of a compiled
+        out = train(batches, model=model, config=TrainConfig(replicas=2))  # keras.Model, or a saved .keras path
         models = out.collect_keras_models()                      # runs the job: replica r's keras.Model is models[r]
         print("accuracy", np.mean(models[0].predict(x, verbose=0).argmax(axis=1) == y))
     """

@@ -6,13 +6,13 @@ read in Flink SQL itself (``JSON_OBJECT``, ``JSON_ARRAY``): no Python per record
 column (its rowtime, with the watermark its DDL declares) becomes the records' timestamps, for
 ``join_labels(..., time="event")``.
 
-Example (``tests/test_online_tables.py`` runs one like it)::
+Example (``tests/test_kafka.py`` runs one like it, over two Kafka topics)::
 
     t_env.execute_sql(\"\"\"CREATE TABLE clicks (id STRING, f1 DOUBLE, f2 DOUBLE, ts TIMESTAMP_LTZ(3),
                          WATERMARK FOR ts AS ts) WITH ('connector' = 'kafka', 'format' = 'json', ...)\"\"\")
     events = events_from_table(t_env, t_env.from_path("clicks"), id="id", features=["f1", "f2"], time="ts")
     served = serve(events, out, model=build)
-    predictions = predictions_table(t_env, served)   # id, prediction, model_version, model_age_ms, served_at_ms
+    predictions = predictions_table(t_env, served)   # key, prediction, model_version, model_age_ms, served_at_ms
 """
 
 from __future__ import annotations
