@@ -20,9 +20,37 @@ def _ship_harness_by_value():
 _ship_harness_by_value()
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "flink: runs Flink jobs on a local mini-cluster")
-    config.addinivalue_line("markers", "cluster: needs the standalone cluster that .ci/run starts")
+# The markers of the tests that start something costly (registered in pyproject.toml, where
+# --strict-markers refuses any other): every other test is "quick", and `-m quick` runs those alone.
+COSTLY = ("flink", "cluster", "kafka", "wheel")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        # a test that takes the cluster or the broker needs it, whatever its module says
+        for fixture, marker in (("flink_cluster", "cluster"), ("kafka_broker", "kafka")):
+            if fixture in getattr(item, "fixturenames", ()) and not item.get_closest_marker(marker):
+                item.add_marker(getattr(pytest.mark, marker))
+        if not any(item.get_closest_marker(name) for name in COSTLY):
+            item.add_marker(pytest.mark.quick)
+
+
+@pytest.fixture(autouse=True)
+def _quick_tests_start_no_jvm(request, monkeypatch):
+    """A quick test that would launch PyFlink's JVM (a Flink job, or just the gateway) fails, naming
+    the markers it lacks: the quick tier stays free of Flink by construction, not by a list."""
+    if request.node.get_closest_marker("quick") is None:
+        return
+    try:
+        from pyflink import java_gateway
+    except ImportError:
+        return
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{request.node.nodeid} launches PyFlink's JVM but carries none of the markers "
+                             f"{', '.join(COSTLY)} (pyproject.toml): mark it")
+
+    monkeypatch.setattr(java_gateway, "launch_gateway", refuse)
 
 
 @pytest.fixture(scope="session")

@@ -6,9 +6,8 @@ import functools
 import glob
 import json
 import os
-import time
 from dataclasses import dataclass
-from typing import Dict, List
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 from pyflink.datastream import ProcessFunction
@@ -82,29 +81,84 @@ def local_log_excerpt(lines: int = 60) -> str:
     return text if errors or taskexecutors or last else "(no mini-cluster log found)"
 
 
-def fail_once(index, *, at: int, marker_dir: str, checkpoint_dir: str, times: int = 1, patience_s: float = 2.0):
-    """Batch ``index`` (a ``Batch``, for ``batch_source``), except that the job fails at the first
-    batch from ``at`` on that is made after a checkpoint completed in ``checkpoint_dir``, and with
-    ``times=2`` once more at the first batch the restarted job makes (during its recovery). Each
-    failure leaves ``marker_dir/failed-<k>`` behind, holding the batch's number.
+class FailureAfterCheckpoint:
+    """When a job fails on purpose: once every replica trained (a ``"batch"`` line of each in the
+    metrics files under ``metrics_dir``), and then a checkpoint triggered after that completed in
+    ``checkpoint_dir`` (a ``chk-N/_metadata`` whose N is above every ``chk-*`` folder there was when
+    the training was seen: Flink makes a checkpoint's folder when it triggers it). A restore from
+    it resumes every replica beyond step 0, which a test can then assert (a job that restarted from
+    scratch would end the same, on the same data). Each failure leaves ``marker_dir/failed-<k>``.
 
-    Until the first checkpoint completes, each batch from ``at`` on waits up to ``patience_s`` for
-    it: on a slow machine the replicas (and with them the first checkpoint) may start after the
-    source has made its last batch, and the job would then end without failing."""
+    :meth:`due` waits for that state while a batch is held; in the checkpoint phase for at most
+    ``hold_s`` at a time, since the holding task takes its checkpoint barrier only between two
+    records. The functions it runs in are re-made at each restart: the markers are its memory."""
+
+    def __init__(self, marker_dir: str, checkpoint_dir: str, metrics_dir: str, replicas: int = 2, times: int = 1,
+                 hold_s: float = 1.0, patience_s: float = 300.0):
+        self.marker_dir, self.checkpoint_dir, self.metrics_dir = marker_dir, checkpoint_dir, metrics_dir
+        self.replicas, self.times, self.hold_s, self.patience_s = replicas, times, hold_s, patience_s
+        self._after = None  # the highest checkpoint number there was once every replica had trained
+
+    def failed(self) -> int:
+        return len(glob.glob(os.path.join(self.marker_dir, "failed-*")))
+
+    def _trained(self) -> bool:
+        seen = set()
+        for path in glob.glob(os.path.join(self.metrics_dir, "metrics-*.jsonl")):
+            with open(path) as f:
+                seen |= {json.loads(line)["replica"] for line in f if '"phase":"batch"' in line}
+        return len(seen) >= self.replicas
+
+    def _checkpoints(self, completed: bool) -> List[int]:
+        pattern = os.path.join(self.checkpoint_dir, "*", "chk-*", "_metadata" if completed else "")
+        return [int(path.rstrip(os.sep).split(os.sep)[-2 if completed else -1][len("chk-"):])
+                for path in glob.glob(pattern)]
+
+    def _checkpointed(self) -> bool:
+        if self._after is None:
+            if not self._trained():
+                return False
+            self._after = max(self._checkpoints(completed=False), default=0)
+        return any(n > self._after for n in self._checkpoints(completed=True))
+
+    def due(self) -> bool:
+        """Whether to fail now: the first time once the state above is reached (waited for here),
+        and for ``times=2`` once more at the first record the restarted job makes."""
+        from pyflink_tensair.waiting import WaitTimeout, wait_until
+
+        failed = self.failed()
+        if failed >= self.times:
+            return False
+        if failed:
+            return True
+        try:  # the replicas train on what came before: hold this record until they have
+            wait_until(self._trained, self.patience_s, interval_s=0.05, what="every replica to train")
+            return bool(wait_until(self._checkpointed, self.hold_s, interval_s=0.05, what="a checkpoint"))
+        except WaitTimeout:
+            return False
+
+    def fail(self, where: str):
+        k = self.failed() + 1
+        with open(os.path.join(self.marker_dir, f"failed-{k}"), "w") as f:
+            f.write(where)
+        raise RuntimeError(f"injected failure {k} at {where}")
+
+
+def fail_once(index, *, at: int, marker_dir: str, checkpoint_dir: str, metrics_dir: str, times: int = 1):
+    """Batch ``index`` (a ``Batch``, for ``batch_source``), except that the job fails at the first
+    batch from ``at`` on that :class:`FailureAfterCheckpoint` finds due (with ``times=2`` once more,
+    at the first batch the restarted job makes, during its recovery)."""
     from pyflink_tensair.datasets.teacher import teacher_classification_batch
 
-    failed = len(glob.glob(os.path.join(marker_dir, "failed-*")))
-    first = False
-    if failed == 0 and index >= at:
-        deadline = time.monotonic() + patience_s
-        while not (first := bool(glob.glob(os.path.join(checkpoint_dir, "*", "chk-*", "_metadata")))) \
-                and time.monotonic() < deadline:
-            time.sleep(0.05)
-    if failed < times and (first or failed > 0):
-        with open(os.path.join(marker_dir, f"failed-{failed + 1}"), "w") as f:
-            f.write(str(index))
-        raise RuntimeError(f"injected failure {failed + 1} at batch {index}")
+    if index >= at:
+        failure = _failures.setdefault((marker_dir, times), FailureAfterCheckpoint(
+            marker_dir, checkpoint_dir, metrics_dir, times=times))
+        if failure.due():
+            failure.fail(f"batch {index}")
     return teacher_classification_batch(index, batch_size=32, features=FEATURES, classes=CLASSES, seed=0)
+
+
+_failures: Dict[tuple, "FailureAfterCheckpoint"] = {}  # per process: what a failure has seen so far
 
 
 def worker_pid(_):
@@ -168,15 +222,15 @@ def _mixed_record(index):
     return _record(index - sum(1 for bad in BAD_RECORDS if bad < index))
 
 
-def single_records(env, count: int, *, mixed: bool = False):
+def single_records(env, count: int, *, mixed: bool = False, name: str = "records"):
     """A stream of ``(features, label)`` records, one per number; ``mixed``: the same good
-    records with BAD_RECORDS among them (``count`` good ones either way)."""
+    records with BAD_RECORDS among them (``count`` good ones either way). ``name`` makes the uids."""
     from pyflink.common import Types
 
     total = count + (len(BAD_RECORDS) if mixed else 0)
-    numbers = number_sequence(env, 0, total - 1, name="record numbers", uid="record-numbers")
+    numbers = number_sequence(env, 0, total - 1, name=f"{name} numbers", uid=f"{name}-numbers")
     return (numbers.map(_mixed_record if mixed else _record, output_type=Types.PICKLED_BYTE_ARRAY())
-            .name("records").uid("records").set_parallelism(1))  # in order: a record's position is its number
+            .name(name).uid(name).set_parallelism(1))  # in order: a record's position is its number
 
 
 @dataclass
@@ -195,27 +249,83 @@ class JobResult:
         return out
 
 
-def numbered_batches(env, count: int, maker=make_batch):
-    numbers = number_sequence(env, 0, max(count, 1) - 1, name="test numbers", uid="test-numbers")
+def numbered_batches(env, count: int, maker=make_batch, name: str = "test"):
+    numbers = number_sequence(env, 0, max(count, 1) - 1, name=f"{name} numbers", uid=f"{name}-numbers")
     if count == 0:
-        numbers = numbers.filter(lambda i: False).name("no batches").uid("test-empty").set_parallelism(1)
-    return numbers.map(maker, output_type=types.bytes_type()).name("test batches").uid("test-batches").set_parallelism(1)
+        numbers = numbers.filter(lambda i: False).name("no batches").uid(f"{name}-empty").set_parallelism(1)
+    return numbers.map(maker, output_type=types.bytes_type()).name(f"{name} batches").uid(f"{name}-batches").set_parallelism(1)
+
+
+@dataclass
+class Scenario:
+    """One training pipeline of a test job: ``config.name`` names its operators and its folder, so
+    several scenarios can share one job (and its start: most of a small local job's cost)."""
+
+    config: TrainConfig
+    batches: int = 0
+    maker: Callable = make_batch
+    model: Callable = MODEL
+    stream: Optional[Callable] = None  # env -> a stream of batches, instead of ``batches`` from ``maker``
+    probe: Optional[Callable] = None  # train()'s probe; its results go to ``probes-*.jsonl``
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def build(self, env, outdir: str) -> None:
+        from pyflink.common import Types
+
+        name = self.config.name
+        batch_stream = self.stream(env) if self.stream is not None else numbered_batches(env, self.batches, self.maker, name)
+        out = train(batch_stream, model=self.model, config=self.config, probe=self.probe)
+        if self.probe is not None:
+            write_json_lines(out.probes, outdir, "probes", name=name)
+        write_json_lines(out.metrics, outdir, "metrics", name=name)
+        write_records(out.models, outdir, "model", name=name)
+        write_json_lines(out.mode_changes, outdir, "mode-changes", name=name)
+        write_json_lines(out.dead_letters, outdir, "dead-letters", name=name)
+        predictions = out.predictions.map(types.prediction_json, output_type=Types.STRING()).name("json").uid(f"{name}-json")
+        write_json_lines(predictions, outdir, "predictions", name=name)
+
+
+SHARED_NETWORK_MB_PER_SCENARIO = 96  # the library's local mini-cluster has 256 MB for one pipeline
+
+
+@dataclass
+class Pipeline:
+    """A pipeline of a shared test job that is not a training scenario: ``build(env, outdir)``
+    adds its operators (uids starting with ``name``) and sinks into ``outdir``."""
+
+    name: str
+    build: Callable
+
+
+def run_scenarios(outdir, scenarios: list) -> Dict[str, str]:
+    """Runs the scenarios (and pipelines) as one job; returns each one's folder by name
+    (``outdir/<name>``; :func:`read_results` reads a scenario's)."""
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from pyflink.common import Configuration
+
+    names = [s.name for s in scenarios]
+    assert len(set(names)) == len(names), f"scenario names must differ: {names}"
+    settings = Configuration()
+    for key in ("taskmanager.memory.network.min", "taskmanager.memory.network.max"):
+        settings.set_string(key, f"{SHARED_NETWORK_MB_PER_SCENARIO * len(scenarios)}mb")  # 1 MB buffers, for every channel
+    env = StreamExecutionEnvironment.get_execution_environment(settings)
+    folders = {name: os.path.join(str(outdir), name) for name in names}
+    for scenario in scenarios:
+        scenario.build(env, folders[scenario.name])
+    env.execute(f"test job: {', '.join(names)}")
+    return folders
 
 
 def run_training(outdir, batches: int, config: TrainConfig, *, maker=make_batch, model=MODEL, stream=None) -> JobResult:
-    from pyflink.common import Types
+    """One scenario as a job of its own (one that must fail, or that times itself)."""
     from pyflink.datastream import StreamExecutionEnvironment
 
-    outdir = str(outdir)
     env = StreamExecutionEnvironment.get_execution_environment()
-    batch_stream = stream(env) if stream is not None else numbered_batches(env, batches, maker)
-    out = train(batch_stream, model=model, config=config)
-    write_json_lines(out.metrics, outdir, "metrics", name=config.name)
-    write_records(out.models, outdir, "model", name=config.name)
-    write_json_lines(out.mode_changes, outdir, "mode-changes", name=config.name)
-    write_json_lines(out.dead_letters, outdir, "dead-letters", name=config.name)
-    predictions = out.predictions.map(types.prediction_json, output_type=Types.STRING()).name("json").uid("json")
-    write_json_lines(predictions, outdir, "predictions", name=config.name)
+    Scenario(config, batches, maker, model, stream).build(env, str(outdir))
     env.execute("test job")
     return read_results(outdir)
 

@@ -7,6 +7,7 @@
 #   4. pytest over tests/ and the package's docstring examples (tests/test_installed_wheel.py builds the
 #      wheel, installs it into a fresh virtual environment and runs jobs from it outside the checkout);
 #      cluster and broker are stopped by PID after; --durations shows the slowest tests.
+# `bash tests/run.sh -m quick` runs the quick tier alone (see the markers in pyproject.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,12 @@ python_bin="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 [ -x .venv/bin/python ] || "$python_bin" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
 .venv/bin/python -c "from pyflink_tensair.feedback import channel_jar; print('feedback channel:', channel_jar())"
+
+# `-m quick` (the tier to run while developing: no JVM, cluster, broker or wheel) needs no services.
+if [ "${1:-}" = "-m" ] && [ "${2:-}" = "quick" ]; then
+    exec .venv/bin/python -m pytest tests pyflink_tensair benchmarks --doctest-modules -p no:cacheprovider -q \
+        --durations=10 "$@"
+fi
 
 cluster_dir="$(pwd)/.flink/test-cluster"
 .venv/bin/python -m pyflink_tensair.cluster start --dir "$cluster_dir" --taskmanagers 2 --slots 2 \

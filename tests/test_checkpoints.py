@@ -16,7 +16,9 @@ from flink_harness import MODEL, fail_once, make_batch, sequential_reference  # 
 
 pytestmark = pytest.mark.flink
 
-BATCHES, FAIL_AT, RATE = 46, 14, 3.0  # the replicas start training about 10 s after the source
+# The failure waits for the replicas to train and a checkpoint after that (FailureAfterCheckpoint),
+# however long their start takes: the rate only has to leave batches to fail at after it.
+BATCHES, FAIL_AT, RATE = 46, 14, 10.0
 
 
 def run(tmp_path, config, maker):
@@ -72,8 +74,9 @@ def test_a_failed_job_restarts_from_its_checkpoint_and_trains_every_batch_once(t
                          checkpoints=Checkpoints(interval_s=0.3, dir=str(tmp_path / "checkpoints")),
                          peer_updates=PeerUpdates.tensair())
     result = run(tmp_path, config, functools.partial(fail_once, at=FAIL_AT, marker_dir=str(tmp_path),
-                                                     checkpoint_dir=config.checkpoints.dir, times=failures))
-    assert len(list(tmp_path.glob("failed-*"))) == failures, "no checkpoint completed before the last batch"
+                                                     checkpoint_dir=config.checkpoints.dir,
+                                                     metrics_dir=str(tmp_path / "out"), times=failures))
+    assert len(list(tmp_path.glob("failed-*"))) == failures, "no checkpoint completed after training, before the last batch"
     restored = [m for m in result.metrics if m.phase == "restored"]
     # a restore the second failure interrupted may not have written its record yet
     assert all(1 <= sum(m.replica == r for m in restored) <= failures for r in (0, 1)), restored

@@ -150,7 +150,10 @@ def test_both_use_case_jobs_with_flink_run_on_two_taskmanagers(flink_cluster, tm
                                             "--outdir", str(tmp_path / "images")], timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(images.read_text())
-    assert summary["batches"] == 23 and summary["finished_replicas"] == [0, 1] and summary["pass_accuracy"][0] > 0.15
+    assert summary["batches"] == 23 and summary["finished_replicas"] == [0, 1]
+    # one pass of 23 batches, in-process over seeds 0-2 (pyflink_tensair.simulate): prequential
+    # accuracy 0.41-0.44 and held-out 0.57-0.72; a model that never applies an update: 0.09-0.12
+    assert summary["pass_accuracy"][0] > 0.25 and summary["holdout_accuracy"] > 0.4, summary
 
     corpus = write_topic_corpus(tmp_path / "corpus")
     words = tmp_path / "word2vec.json"

@@ -1,5 +1,6 @@
 """train() inside real Flink jobs on a local mini-cluster, in loopback and in process mode."""
 
+import glob
 import os
 
 import numpy as np
@@ -10,19 +11,112 @@ pytest.importorskip("pyflink")
 from pyflink_tensair import PeerUpdates, TrainConfig  # noqa: E402
 from pyflink_tensair.testing import max_weight_diff  # noqa: E402
 
-from flink_harness import (CLASSES, done_marker_after_three, garbage_after_three, run_training, sequential_reference,  # noqa: E402
-                           single_records)
+from flink_harness import (CLASSES, Pipeline, Scenario, done_marker_after_three, garbage_after_three,  # noqa: E402
+                           read_results, run_scenarios, run_training, sequential_reference, single_records)
 
 pytestmark = pytest.mark.flink
 
 
-@pytest.mark.parametrize("python_in,trainer_thread", [("client", True), ("processes", True), ("processes", False),
-                                                     ("jvm", True)])
+# Most tests here read one scenario of a job they share with others (flink_harness.Scenario): a
+# small local job's start costs more than its batches. Jobs that must fail, time themselves or
+# change the environment for the whole job stay jobs of their own, further down.
+MODES = [("processes", True), ("processes", False), ("jvm", True)]
+
+
+def _mode_scenarios(python_in, trainer_thread):
+    tag = f"{python_in}-{int(trainer_thread)}"
+    return [Scenario(TrainConfig(replicas=2, staleness_bound=0, python_in=python_in, trainer_thread=trainer_thread,
+                                 name=f"sync-{tag}"), 12),
+            Scenario(TrainConfig(replicas=2, staleness_bound=None, python_in=python_in, trainer_thread=trainer_thread,
+                                 name=f"dasgd-{tag}", peer_updates=PeerUpdates.tensair()), 12)]
+
+
+def _records(name, count, batch_size, **kwargs):
+    """``to_batches`` of ``count`` single records (``mixed=`` as ``single_records`` takes it)."""
+    from pyflink_tensair import to_batches
+
+    extra = {"classes": CLASSES} if kwargs else {}
+    return lambda env: to_batches(single_records(env, count, name=f"{name} records", **kwargs),
+                                  batch_size=batch_size, name=name, **extra)
+
+
+def _thread_mode_operator_among_workers(env, outdir):
+    from pyflink.common import Types
+
+    from pyflink_tensair.flink.execution import process
+    from pyflink_tensair.flink.sinks import write_json_lines
+    from pyflink_tensair.flink.sources import number_sequence
+
+    from flink_harness import ExecutableOf, worker_executable
+
+    numbers = number_sequence(env, 0, 2, name="mixed numbers", uid="mixed-numbers")
+    in_worker = numbers.map(worker_executable, output_type=Types.STRING()).uid("mixed-in-worker")
+    in_jvm = process(in_worker, ExecutableOf(), Types.STRING(), "jvm").uid("mixed-in-jvm")
+    write_json_lines(in_jvm, outdir, "where", name="mixed")
+
+
+def _batches_made_where(python_in):
+    name = f"made-{python_in}"
+
+    def build(env, outdir):
+        from pyflink.common import Types
+
+        from pyflink_tensair.flink.sinks import write_json_lines
+        from pyflink_tensair.flink.sources import batch_source
+
+        from flink_harness import batch_made_where, batch_meta
+
+        batches = batch_source(env, 6, batch_made_where, rate=50.0, name=name, config=TrainConfig(python_in=python_in))
+        meta = batches.map(batch_meta, output_type=Types.STRING()).uid(f"{name}-meta")
+        write_json_lines(meta, outdir, "meta", name=name)
+    return Pipeline(name, build)
+
+
+def _shared_scenarios():
+    from flink_harness import bad_batches_among_good, process_executable
+
+    return [*(s for mode in MODES for s in _mode_scenarios(*mode)),
+            Scenario(TrainConfig(replicas=2, staleness_bound=1, peer_updates=PeerUpdates(average_every=2),
+                                 name="averaging"), 16),
+            Scenario(TrainConfig(replicas=3, staleness_bound=1, broadcast_every=2, name="pinned"), 9),
+            Scenario(TrainConfig(replicas=2, name="empty"), 0),
+            Scenario(TrainConfig(replicas=3, staleness_bound=0, name="few"), 2),
+            Scenario(TrainConfig(replicas=2, name="badbatches"), 14, maker=bad_batches_among_good),
+            Scenario(TrainConfig(replicas=2, staleness_bound=0, name="clean"), stream=_records("clean", 96, 8, mixed=False)),
+            Scenario(TrainConfig(replicas=2, staleness_bound=0, name="mixed"), stream=_records("mixed", 96, 8, mixed=True)),
+            Scenario(TrainConfig(replicas=1, name="records"), stream=_records("records", 50, 16)),
+            *(Scenario(TrainConfig(replicas=2, staleness_bound=0, python_in=python_in, name=f"where-{python_in}"), 4,
+                       probe=process_executable) for python_in in ("processes", "jvm")),
+            Pipeline("mixed-modes", _thread_mode_operator_among_workers),
+            *(_batches_made_where(python_in) for python_in in ("processes", "jvm"))]
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One job of every scenario whose Python runs in worker processes or in the JVM."""
+    return run_scenarios(tmp_path_factory.mktemp("shared"), _shared_scenarios())
+
+
+@pytest.fixture(scope="module")
+def in_client(tmp_path_factory):
+    """One job of the scenarios whose Python runs in this client (a setting of the whole job)."""
+    return run_scenarios(tmp_path_factory.mktemp("client"), _mode_scenarios("client", True))
+
+
+@pytest.fixture
+def result(shared):
+    """A scenario's results from the shared job, by its name."""
+    return lambda name: read_results(shared[name])
+
+
+@pytest.mark.parametrize("python_in,trainer_thread", [("client", True), *MODES])
 class TestTrainingModes:
-    def test_synchronous_replicas_stay_identical_and_match_sequential_sgd(self, tmp_path, python_in, trainer_thread):
-        config = TrainConfig(replicas=2, staleness_bound=0, python_in=python_in, trainer_thread=trainer_thread,
-                             name="sync")
-        result = run_training(tmp_path, 12, config)
+    @staticmethod
+    def _result(request, name, python_in):
+        return read_results(request.getfixturevalue("in_client" if python_in == "client" else "shared")[name])
+
+    def test_synchronous_replicas_stay_identical_and_match_sequential_sgd(self, request, python_in, trainer_thread):
+        result = self._result(request, f"sync-{python_in}-{int(trainer_thread)}", python_in)
         assert sorted(p["batch_id"] for p in result.predictions) == list(range(12))
         assert sorted(result.models) == [0, 1]
         assert len({m.initial_digest for m in result.models.values()}) == 1
@@ -32,10 +126,8 @@ class TestTrainingModes:
             np.testing.assert_allclose(result.models[0].weights[name], value, atol=1e-6)
         assert {m.model_version for m in result.models.values()} == {6}
 
-    def test_dasgd_replicas_train_every_batch_and_apply_every_peer_message(self, tmp_path, python_in, trainer_thread):
-        config = TrainConfig(replicas=2, staleness_bound=None, python_in=python_in, trainer_thread=trainer_thread,
-                             name="dasgd", peer_updates=PeerUpdates.tensair())
-        result = run_training(tmp_path, 12, config)
+    def test_dasgd_replicas_train_every_batch_and_apply_every_peer_message(self, request, python_in, trainer_thread):
+        result = self._result(request, f"dasgd-{python_in}-{int(trainer_thread)}", python_in)
         assert sorted(p["batch_id"] for p in result.predictions) == list(range(12))
         finals = {m.replica: m for m in result.metrics if m.phase == "final"}
         assert sorted(finals) == [0, 1]
@@ -46,9 +138,8 @@ class TestTrainingModes:
         assert sum(f.local_step for f in finals.values()) == 12
 
 
-def test_weights_messages_travel_the_loop_and_every_one_is_mixed_in_once(tmp_path):
-    config = TrainConfig(replicas=2, staleness_bound=1, peer_updates=PeerUpdates(average_every=2), name="averaging")
-    result = run_training(tmp_path, 16, config)
+def test_weights_messages_travel_the_loop_and_every_one_is_mixed_in_once(result):
+    result = result("averaging")
     finals = {m.replica: m for m in result.metrics if m.phase == "final"}
     assert sorted(finals) == [0, 1] and sum(f.local_step for f in finals.values()) == 16
     for r, final in finals.items():
@@ -59,105 +150,58 @@ def test_weights_messages_travel_the_loop_and_every_one_is_mixed_in_once(tmp_pat
     assert max_weight_diff([m.weights for m in result.models.values()]) < 0.05
 
 
-@pytest.mark.parametrize("python_in", ["processes", "jvm"])
-def test_python_in_decides_whether_replicas_run_in_a_python_worker_or_in_the_jvm(tmp_path, python_in):
-    """The probe runs inside replica 0: its process is a Java one only with python_in="jvm"."""
+def _json_lines(folder, prefix):
     import json
-    import os
 
-    from pyflink.datastream import StreamExecutionEnvironment
+    return [json.loads(line) for path in sorted(glob.glob(os.path.join(folder, f"{prefix}-*.jsonl"))) for line in open(path)]
 
-    from pyflink_tensair import train
-    from pyflink_tensair.flink.sinks import write_json_lines
 
-    from flink_harness import MODEL, numbered_batches, process_executable
-
-    env = StreamExecutionEnvironment.get_execution_environment()
-    out = train(numbered_batches(env, 4), model=MODEL, probe=process_executable,
-                config=TrainConfig(replicas=2, staleness_bound=0, python_in=python_in, name="where"))
-    write_json_lines(out.probes, str(tmp_path), "probes", name="where")
-    env.execute("where replicas run")
-    probes = [json.loads(line) for path in tmp_path.glob("probes-*.jsonl") for line in open(path)]
+@pytest.mark.parametrize("python_in", ["processes", "jvm"])
+def test_python_in_decides_whether_replicas_run_in_a_python_worker_or_in_the_jvm(shared, python_in):
+    """The probe runs inside replica 0: its process is a Java one only with python_in="jvm"."""
+    probes = _json_lines(shared[f"where-{python_in}"], "probes")
     assert probes and all("error" not in p for p in probes), probes
     executables = {p["result"]["executable"] for p in probes}
     assert len(executables) == 1 and {p["result"]["pid"] for p in probes} != {os.getpid()}
     assert os.path.basename(executables.pop()).startswith("java") == (python_in == "jvm")
 
 
-def test_an_operator_built_in_thread_mode_runs_in_the_jvm_and_the_rest_of_the_job_in_workers(tmp_path):
-    import glob
-    import json
-
-    from pyflink.common import Types
-    from pyflink.datastream import StreamExecutionEnvironment
-
-    from pyflink_tensair.flink.environment import prepare_environment
-    from pyflink_tensair.flink.execution import process
-    from pyflink_tensair.flink.sinks import write_json_lines
-    from pyflink_tensair.flink.sources import number_sequence
-
-    from flink_harness import ExecutableOf, worker_executable
-
-    env = StreamExecutionEnvironment.get_execution_environment()
-    prepare_environment(env, TrainConfig())
-    numbers = number_sequence(env, 0, 2, name="numbers", uid="numbers")
-    in_worker = numbers.map(worker_executable, output_type=Types.STRING())
-    in_jvm = process(in_worker, ExecutableOf(), Types.STRING(), "jvm")
-    write_json_lines(in_jvm, str(tmp_path), "where", name="where")
-    env.execute("mixed execution modes")
-    seen = [json.loads(line) for path in glob.glob(str(tmp_path / "where-*.jsonl")) for line in open(path)]
+def test_an_operator_built_in_thread_mode_runs_in_the_jvm_and_the_rest_of_the_job_in_workers(shared):
+    seen = _json_lines(shared["mixed-modes"], "where")
     assert len(seen) == 3
     assert all(os.path.basename(s["worker"]).startswith("python") for s in seen)
     assert all(os.path.basename(s["operator"]).startswith("java") for s in seen)
 
 
 @pytest.mark.parametrize("python_in", ["processes", "jvm"])
-def test_batch_source_makes_every_batch_once_where_the_config_it_feeds_runs_python(tmp_path, python_in):
-    import glob
-    import json
-
-    from pyflink.common import Types
-    from pyflink.datastream import StreamExecutionEnvironment
-
-    from pyflink_tensair.flink.sinks import write_json_lines
-    from pyflink_tensair.flink.sources import batch_source
-
-    from flink_harness import batch_made_where, batch_meta
-
-    env = StreamExecutionEnvironment.get_execution_environment()
-    batches = batch_source(env, 6, batch_made_where, rate=50.0, name="made", config=TrainConfig(python_in=python_in))
-    write_json_lines(batches.map(batch_meta, output_type=Types.STRING()), str(tmp_path), "meta", name="made")
-    env.execute(f"batch source with python_in={python_in}")
-    seen = sorted((json.loads(line) for path in glob.glob(str(tmp_path / "meta-*.jsonl")) for line in open(path)),
-                  key=lambda m: m["id"])
+def test_batch_source_makes_every_batch_once_where_the_config_it_feeds_runs_python(shared, python_in):
+    seen = sorted(_json_lines(shared[f"made-{python_in}"], "meta"), key=lambda m: m["id"])
     assert [m["id"] for m in seen] == list(range(6))
     due = [m["scheduled_at"] for m in seen]
     assert all(abs(b - a - 1 / 50.0) < 1e-6 for a, b in zip(due, due[1:]))
     assert {os.path.basename(m["made_in"]).startswith("java") for m in seen} == {python_in == "jvm"}
 
 
-def test_replica_r_runs_on_subtask_r_with_round_robin_batches(tmp_path):
-    result = run_training(tmp_path, 9, TrainConfig(replicas=3, staleness_bound=1, broadcast_every=2, name="pinned"))
+def test_replica_r_runs_on_subtask_r_with_round_robin_batches(result):
+    result = result("pinned")
     assert result.batch_ids_by_replica() == {0: [0, 3, 6], 1: [1, 4, 7], 2: [2, 5, 8]}
     assert max(m.staleness for m in result.metrics if m.phase == "batch") <= 1
 
 
-def test_job_ends_by_itself_when_the_input_is_empty(tmp_path):
-    result = run_training(tmp_path, 0, TrainConfig(replicas=2, name="empty"))
+def test_job_ends_by_itself_when_the_input_is_empty(result):
+    result = result("empty")
     assert result.predictions == [] and sorted(result.models) == [0, 1]
     assert all(m.model_version == 0 for m in result.models.values())
 
 
-def test_more_replicas_than_batches(tmp_path):
-    result = run_training(tmp_path, 2, TrainConfig(replicas=3, staleness_bound=0, name="few"))
+def test_more_replicas_than_batches(result):
+    result = result("few")
     assert sorted(result.models) == [0, 1, 2]
     assert max_weight_diff([m.weights for m in result.models.values()]) == 0.0
 
 
-def test_bad_batches_are_set_aside_counted_and_the_job_goes_on(tmp_path):
-    from flink_harness import bad_batches_among_good
-
-    result = run_training(tmp_path, 14, TrainConfig(replicas=2, name="badbatches"), maker=bad_batches_among_good)
+def test_bad_batches_are_set_aside_counted_and_the_job_goes_on(result):
+    result = result("badbatches")
     letters = sorted((l.reason, l.position) for l in result.dead_letters)
     assert [reason for reason, _ in letters] == ["empty", "non_finite", "not_a_record", "wrong_shape"], letters
     assert sorted(p for r, p in letters if r != "not_a_record") == [100, 101, 102]
@@ -184,19 +228,11 @@ def test_a_message_in_the_batch_stream_fails_the_job_where_batches_are_routed(tm
     assert "the batch stream carried a pyflink_tensair record of kind 3, not a mini-batch" in text, text[-3000:]
 
 
-def test_bad_records_are_set_aside_and_the_synchronous_model_equals_the_clean_run(tmp_path):
+def test_bad_records_are_set_aside_and_the_synchronous_model_equals_the_clean_run(result):
     """Issue 13: the good records are batched and dealt exactly as without the bad ones."""
-    from pyflink_tensair import to_batches
-
     from flink_harness import BAD_RECORDS
 
-    def run(mixed):
-        folder = tmp_path / ("mixed" if mixed else "clean")
-        return run_training(folder, 0, TrainConfig(replicas=2, staleness_bound=0, name="mixed" if mixed else "clean"),
-                            stream=lambda env: to_batches(single_records(env, 96, mixed=mixed), batch_size=8,
-                                                          classes=CLASSES, name="records"))
-
-    clean, mixed = run(False), run(True)
+    clean, mixed = result("clean"), result("mixed")
     assert clean.dead_letters == []
     letters = sorted((l.position, l.reason, l.what, l.stage) for l in mixed.dead_letters)
     assert letters == [(n, reason, "record", "to_batches") for n, (reason, _) in sorted(BAD_RECORDS.items())]
@@ -234,11 +270,8 @@ def test_the_bound_holds_when_the_source_outruns_the_replicas(tmp_path, python_i
     assert with_ < 0.2 * without, (with_, without)
 
 
-def test_to_batches_groups_single_records_into_mini_batches(tmp_path):
-    from pyflink_tensair import to_batches
-
-    result = run_training(tmp_path, 0, TrainConfig(replicas=1, name="records"),
-                          stream=lambda env: to_batches(single_records(env, 50), batch_size=16, name="records"))
+def test_to_batches_groups_single_records_into_mini_batches(result):
+    result = result("records")
     assert sorted(p["batch_id"] for p in result.predictions) == [0, 1, 2, 3]  # 16 + 16 + 16 + 2
     assert [len(p["predictions"]) for p in sorted(result.predictions, key=lambda p: p["batch_id"])] == [16, 16, 16, 2]
 

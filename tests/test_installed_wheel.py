@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "pyflink_tensair"
 # Building and installing into an empty cache download the pinned packages (about 1 GB): more
 # than the suite's per-test timeout on a new machine; with the cache warm it takes about a minute.
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.wheel, pytest.mark.timeout(1800)]
 
 
 def _run(command, **kwargs):
@@ -106,7 +106,9 @@ def test_the_readme_snippet_runs_from_the_installed_wheel_with_its_shipped_jar(i
     result = subprocess.run([python, "-c", readme_snippet()], capture_output=True, text=True, cwd=str(workdir),
                             env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
-    assert float(re.search(r"^accuracy (\S+)$", result.stdout, re.M).group(1)) > 0.4, result.stdout
+    # 32 batches of a linearly separable 4-class problem: 0.91-0.92 in-process over seeds 0-3
+    # (pyflink_tensair.simulate), 0.25 for a model that never applies an update
+    assert float(re.search(r"^accuracy (\S+)$", result.stdout, re.M).group(1)) > 0.8, result.stdout
     # the jar came from the wheel: nothing was compiled into the (empty) cache
     assert not glob.glob(str(workdir / "cache" / "*.jar")), os.listdir(workdir / "cache")
 
@@ -125,16 +127,31 @@ CHECKPOINTED_JOB = textwrap.dedent("""
     work = os.path.abspath(sys.argv[1])
     checkpoints = os.path.join(work, "checkpoints")
 
+    def trained():  # every replica wrote a batch's metrics
+        lines = [line for path in glob.glob(os.path.join(work, "out", "metrics-*.jsonl")) for line in open(path)]
+        return {Metrics.from_json(line).replica for line in lines if '"phase":"batch"' in line} == {0, 1}
+
+    def checkpoints(completed):
+        found = glob.glob(os.path.join(checkpoints, "*", "chk-*", "_metadata" if completed else ""))
+        return [int(p.rstrip(os.sep).split(os.sep)[-2 if completed else -1][4:]) for p in found]
+
+    def wait(condition, seconds):
+        deadline = time.monotonic() + seconds
+        while not (done := condition()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return done
+
+    after = []  # the highest checkpoint folder once every replica had trained
+
     def make(index):
-        # Fails once, at the first batch from FAIL_AT on that is made after a checkpoint completed.
-        # Until one has, each of those batches waits up to a second for it, no longer: the source's
-        # task takes its checkpoint barrier only between two batches.
+        # Fails once, at the first batch from FAIL_AT on that is made once both replicas trained and
+        # a checkpoint triggered after that completed (Flink makes a checkpoint's folder when it
+        # triggers it). It holds a batch until they trained, however long their start takes, and
+        # then at most a second at a time: the source's task takes its barrier only between batches.
         if index >= FAIL_AT and not os.path.exists(os.path.join(work, "failed")):
-            deadline = time.monotonic() + 1.0
-            while not (done := glob.glob(os.path.join(checkpoints, "*", "chk-*", "_metadata"))) \
-                    and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if done:
+            if not after and wait(trained, 300):
+                after.append(max(checkpoints(False), default=0))
+            if after and wait(lambda: any(n > after[0] for n in checkpoints(True)), 1.0):
                 open(os.path.join(work, "failed"), "w").write(str(index))
                 raise RuntimeError(f"injected failure at batch {index}")
         return teacher_classification_batch(index, batch_size=32, features=20, classes=4, seed=0)
@@ -147,7 +164,7 @@ CHECKPOINTED_JOB = textwrap.dedent("""
     metrics = [Metrics.from_json(line) for path in glob.glob(os.path.join(work, "out", "metrics-*.jsonl"))
                for line in open(path)]
     finals = [m for m in metrics if m.phase == "final"]
-    print("restored", sorted({m.replica for m in metrics if m.phase == "restored"}))
+    print("restored", sorted({m.replica for m in metrics if m.phase == "restored" and m.local_step > 0}))
     print("trained", sum(m.local_step for m in finals), "of", BATCHES)
 """)
 
@@ -160,6 +177,6 @@ def test_a_job_with_checkpoints_fails_and_restores_from_the_installed_wheel(inst
     result = subprocess.run([python, str(script), str(workdir / "job")], capture_output=True, text=True,
                             cwd=str(workdir), env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
-    assert (workdir / "job" / "failed").exists(), "no checkpoint completed before the last batch: nothing failed"
-    assert "restored [0, 1]" in result.stdout, result.stdout
+    assert (workdir / "job" / "failed").exists(), "no checkpoint completed after training, before the last batch: nothing failed"
+    assert "restored [0, 1]" in result.stdout, result.stdout  # both, from a step beyond their first
     assert "trained 40 of 40" in result.stdout, result.stdout  # every batch once, across the restore

@@ -151,7 +151,9 @@ def test_two_replicas_train_from_a_topic_with_flink_run(kafka_broker, flink_clus
     assert summary["dead_letters"] == len(BAD_RECORDS)
     letters = [json.loads(line) for path in (tmp_path / "out").glob("dead-letters-*.jsonl") for line in open(path)]
     assert sorted(letter["reason"] for letter in letters) == ["not_a_record", "not_a_record", "wrong_shape"]
-    assert summary["holdout_accuracy"] > 0.3, summary  # 50 steps of the digits CNN, from 0.1 at random
+    # 50 steps of the digits CNN on batches of 8: held-out 0.38-0.41 in-process over seeds 0-2
+    # (pyflink_tensair.simulate); a model that never applies an update: 0.09-0.12
+    assert summary["holdout_accuracy"] > 0.3, summary
 
 
 @pytest.mark.cluster

@@ -1,5 +1,6 @@
 """The trainer thread: same replica, same results as inline; messages first; backpressure; errors."""
 
+import sys
 import threading
 import time
 import types
@@ -63,6 +64,15 @@ class FailingModel(LinearModel):
 
 def _wait_for(predicate, timeout=10.0):
     wait_until(predicate, timeout, interval_s=0.005)
+
+
+def _waiting_inside(thread: threading.Thread, function: str) -> bool:
+    """Whether ``thread`` is parked in a ``wait`` (a lock's or a condition's) called from ``function``."""
+    frame, names = sys._current_frames().get(thread.ident), []
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return "wait" in names and function in names[names.index("wait"):]
 
 
 @pytest.fixture
@@ -136,8 +146,10 @@ def test_put_batch_blocks_while_enough_batches_wait_and_messages_never_block(tra
     _wait_for(lambda: len(model.log) == 1)
     trainer.put_batch(batches[1])  # one waits: still accepted
     returned = threading.Event()
-    threading.Thread(target=lambda: (trainer.put_batch(batches[2]), returned.set()), daemon=True).start()
-    assert not returned.wait(0.3), "put_batch must wait while a batch is already waiting"
+    putter = threading.Thread(target=lambda: (trainer.put_batch(batches[2]), returned.set()), daemon=True)
+    putter.start()
+    _wait_for(lambda: _waiting_inside(putter, "put_batch") or returned.is_set())
+    assert not returned.is_set(), "put_batch must wait while a batch is already waiting"
     peer = Replica(1, LinearModel(3, seed=0), replicas=2, staleness_bound=None)
     message = next(e.message for e in peer.on_batch(batches[0]) if isinstance(e, Broadcast))
     trainer.put_message(message)  # returns at once: the loop must always be drained

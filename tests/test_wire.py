@@ -24,8 +24,12 @@ def test_batch_round_trip_keeps_arrays_dtypes_and_meta():
 def test_multi_input_batch_round_trip():
     batch = Batch(x={"target": np.array([1, 2]), "context": np.array([3, 4])}, y=np.array([1.0, 0.0]))
     decoded = wire.decode_batch(wire.encode_batch(batch))
-    assert set(decoded.x) == {"target", "context"}
-    np.testing.assert_array_equal(decoded.x["context"], [3, 4])
+    assert set(decoded.x) == {"target", "context"} and decoded.meta == batch.meta
+    for name, value in batch.x.items():
+        assert decoded.x[name].dtype == value.dtype
+        np.testing.assert_array_equal(decoded.x[name], value)
+    assert decoded.y.dtype == batch.y.dtype
+    np.testing.assert_array_equal(decoded.y, batch.y)
 
 
 def test_gradient_message_round_trip_dense_and_sparse():
