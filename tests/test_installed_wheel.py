@@ -99,20 +99,6 @@ def test_the_wheel_holds_every_file_the_package_tracks_and_the_compiled_channel(
         assert any(r.startswith(needs) and f'extra == "{extra}"' in r for r in requires), (extra, requires)
 
 
-def test_the_readme_snippet_runs_from_the_installed_wheel_with_its_shipped_jar(installed):
-    python, workdir, env = installed
-    from test_examples import readme_snippet
-
-    result = subprocess.run([python, "-c", readme_snippet()], capture_output=True, text=True, cwd=str(workdir),
-                            env=env, timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    # 32 batches of a linearly separable 4-class problem: 0.91-0.92 in-process over seeds 0-3
-    # (pyflink_tensair.simulate), 0.25 for a model that never applies an update
-    assert float(re.search(r"^accuracy (\S+)$", result.stdout, re.M).group(1)) > 0.8, result.stdout
-    # the jar came from the wheel: nothing was compiled into the (empty) cache
-    assert not glob.glob(str(workdir / "cache" / "*.jar")), os.listdir(workdir / "cache")
-
-
 CHECKPOINTED_JOB = textwrap.dedent("""
     import glob, os, sys, time
     from pyflink.datastream import StreamExecutionEnvironment
@@ -169,13 +155,33 @@ CHECKPOINTED_JOB = textwrap.dedent("""
 """)
 
 
-def test_a_job_with_checkpoints_fails_and_restores_from_the_installed_wheel(installed):
-    """Checkpointed replicas need the wheel's checkpoint and sink classes; a failure makes them restore."""
+def test_the_readme_snippet_runs_from_the_installed_wheel_with_its_shipped_jar(from_the_wheel):
+    result, workdir = from_the_wheel
+    assert result.returncode == 0, result.stderr[-4000:]
+    # 32 batches of a linearly separable 4-class problem: 0.91-0.92 in-process over seeds 0-3
+    # (pyflink_tensair.simulate), 0.25 for a model that never applies an update
+    assert float(re.search(r"^accuracy (\S+)$", result.stdout, re.M).group(1)) > 0.8, result.stdout
+    # the jar came from the wheel: nothing was compiled into the (empty) cache
+    assert not glob.glob(str(workdir / "cache" / "*.jar")), os.listdir(workdir / "cache")
+
+
+@pytest.fixture(scope="module")
+def from_the_wheel(installed):
+    """The README's snippet as written, then a job that fails once and restores (CHECKPOINTED_JOB),
+    in one interpreter of the installed wheel's environment: one start for both."""
     python, workdir, env = installed
-    script = workdir / "checkpointed_job.py"
-    script.write_text(CHECKPOINTED_JOB)
+    from test_examples import readme_snippet
+
+    script = workdir / "from_the_wheel.py"
+    script.write_text(f"{readme_snippet()}\n\n# then a job that fails once and restores\n{CHECKPOINTED_JOB}")
     result = subprocess.run([python, str(script), str(workdir / "job")], capture_output=True, text=True,
-                            cwd=str(workdir), env=env, timeout=600)
+                            cwd=str(workdir), env=env, timeout=900)
+    return result, workdir
+
+
+def test_a_job_with_checkpoints_fails_and_restores_from_the_installed_wheel(from_the_wheel):
+    """Checkpointed replicas need the wheel's checkpoint and sink classes; a failure makes them restore."""
+    result, workdir = from_the_wheel
     assert result.returncode == 0, result.stderr[-4000:]
     assert (workdir / "job" / "failed").exists(), "no checkpoint completed after training, before the last batch: nothing failed"
     assert "restored [0, 1]" in result.stdout, result.stdout  # both, from a step beyond their first

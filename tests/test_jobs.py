@@ -15,7 +15,7 @@ from pyflink_tensair import cluster  # noqa: E402
 from pyflink_tensair.datasets.teacher import encoded_teacher_batch  # noqa: E402
 from pyflink_tensair.models import zoo  # noqa: E402
 
-from flink_harness import FILLERS, TOPICS, read_results, sequential_reference, write_topic_corpus  # noqa: E402
+from flink_harness import read_results, sequential_reference  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.flink
@@ -147,31 +147,7 @@ def test_image_classification_refuses_a_model_of_another_input_shape(tmp_path):
     assert "takes inputs of shape (20,), but digits images are (8, 8, 1)" in result.stderr, result.stderr[-2000:]
 
 
-def test_word2vec_learns_which_words_go_together(tmp_path):
-    corpus = write_topic_corpus(tmp_path / "corpus")
-    summary_path, vectors = tmp_path / "summary.json", tmp_path / "vectors.txt"
-    result = _run("word2vec.py", "--corpus", str(corpus), "--replicas", "2", "--vocab-size", "500", "--dim", "16",
-                  "--batch-size", "256", "--learning-rate", "32", "--passes", "3", "--probe-every", "0.5", "--score-window", "10",
-                  "--probe-words", "king,sword,nosuchword", "--outdir", str(tmp_path / "out"),
-                  "--summary", str(summary_path), "--output", str(vectors), "--save", str(tmp_path / "w2v.keras"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "neighbours at step" in result.stdout and "(final): king:" in result.stdout
-    summary = json.loads(summary_path.read_text())
-    cos = summary["cosine"]
-    assert abs(cos["cooccurring_before"]) < 0.2 and abs(cos["shuffled_before"]) < 0.2
-    assert cos["cooccurring_after"] > cos["shuffled_after"] + 0.1 and cos["cooccurring_after"] > cos["random_after"] + 0.1
-    assert summary["loss_curve"][-1][1] < summary["loss_curve"][0][1] - 0.1
-    king = [word for word, _ in summary["neighbours"]["king"][:4]]
-    assert set(king) <= set(TOPICS[0]), king
-    assert "nosuchword" not in summary["neighbours"]
-    # only touched rows travel: far less than the two dense 500 x 16 tables
-    assert summary["dense_gradient_message_bytes"] == 2 * 500 * 16 * 4
-    assert 0 < summary["mean_gradient_message_bytes"] < summary["dense_gradient_message_bytes"] / 5
-    assert summary["messages_per_s"] > 0 and summary["batches"] == sum(summary["batches_per_pass"])
-    header, *rows = vectors.read_text().splitlines()
-    assert header == f"{summary['vocabulary_words']} 16" and len(rows) == summary["vocabulary_words"]
-    assert len(rows[0].split()) == 17 and rows[0].split()[0] in FILLERS  # the most frequent words first
-    assert (tmp_path / "w2v.keras").is_file()
+# word2vec.py runs with `flink run -py` on the cluster: test_cluster.py.
 
 
 def test_drift_demo_with_two_replicas_detects_the_permutation_and_nothing_before_it(tmp_path):

@@ -32,44 +32,85 @@ def test_the_guides_serving_snippet_runs_and_serves_newer_versions_as_training_g
     assert int(found.group(1)) == 360 and int(found.group(2)) >= 2  # an event per trained batch, once; updates applied
 
 
-def test_serve_in_processes_answers_good_events_and_sets_bad_ones_aside_parsed_on_the_jvm_or_in_python(tmp_path):
+BAD_EVENTS = ["not json", json.dumps({"id": "short", "x": [1.0, 2.0]}), json.dumps({"x": [0.0] * 20}), "[1, 2]",
+              json.dumps({"id": "big", "x": [1e39] * 20}), json.dumps({"id": "text", "x": ["a"] * 20}),
+              json.dumps({"id": "ragged", "x": [[1.0]] + [2.0] * 19}), json.dumps({"id": "e", "x": [0.0] * 20}) + " 1",
+              json.dumps({"id": 1.5, "x": [0.0] * 20})]
+
+
+def _serve_with_two_parsers(env, folder):
+    """Good and bad events served in worker processes, parsed on the JVM (the default parser) and in Python."""
     import functools
 
     from pyflink.common import Types
-    from pyflink.datastream import StreamExecutionEnvironment
 
-    from pyflink_tensair import DeadLetter, ServeConfig, json_event, serve
+    from pyflink_tensair import ServeConfig, json_event, serve
     from pyflink_tensair.flink.sinks import write_json_lines
     from pyflink_tensair.models import zoo
 
-    env = StreamExecutionEnvironment.get_execution_environment()
     good = [json.dumps({"id": f"e{i}", "x": [float(i) / 7] * 20}) for i in range(50)]
     good += [json.dumps({"id": 7, "x": [1] * 20, "t": {"a": [1]}}), '{"x": [0.5], "id": "d", "x": [%s]}' % ",".join(["0.25"] * 20)]
-    bad = ["not json", json.dumps({"id": "short", "x": [1.0, 2.0]}), json.dumps({"x": [0.0] * 20}), "[1, 2]",
-           json.dumps({"id": "big", "x": [1e39] * 20}), json.dumps({"id": "text", "x": ["a"] * 20}),
-           json.dumps({"id": "ragged", "x": [[1.0]] + [2.0] * 19}), json.dumps({"id": "e", "x": [0.0] * 20}) + " 1",
-           json.dumps({"id": 1.5, "x": [0.0] * 20})]
-    events = env.from_collection(good[:25] + bad + good[25:], type_info=Types.STRING())
-    rows, letters = {}, {}
+    events = env.from_collection(good[:25] + BAD_EVENTS + good[25:], type_info=Types.STRING())
     for name, parse in (("jvm", json_event), ("python", functools.partial(json_event))):  # only the default parses on the JVM
         served = serve(events, None, model=zoo.quickstart_classifier, parse=parse,
                        config=ServeConfig(parallelism=2, batch_size=8, python_in="processes", name=name))
-        write_json_lines(served.dead_letters, str(tmp_path), f"dead-{name}").set_parallelism(1)
-        write_json_lines(served.predictions, str(tmp_path), f"rows-{name}").set_parallelism(1)
-    env.execute("serve, two parsers")
-    for name in ("jvm", "python"):
-        rows[name] = {r["key"]: r for r in map(json.loads, open(tmp_path / f"rows-{name}-0.jsonl"))}
-        letters[name] = [DeadLetter.from_json(line) for line in open(tmp_path / f"dead-{name}-0.jsonl")]
+        write_json_lines(served.dead_letters, folder, f"dead-{name}", name=name).set_parallelism(1)
+        write_json_lines(served.predictions, folder, f"rows-{name}", name=name).set_parallelism(1)
+
+
+def _serve_and_score(env, folder):
+    """Events served by a frozen model, half of them labelled, scored in the job."""
+    from pyflink.common import Types
+
+    from pyflink_tensair import ServeConfig, serve
+    from pyflink_tensair.flink.sinks import write_json_lines
+    from pyflink_tensair.models import zoo
+    from pyflink_tensair.online.scoring import score
+
+    events = env.from_collection([json.dumps({"id": i, "x": [((i * 3 + j) % 7) / 7.0 for j in range(20)]})
+                                  for i in range(40)], type_info=Types.STRING())
+    labels = env.from_collection([json.dumps({"id": i, "y": i % 4}) for i in range(0, 40, 2)]  # every other one
+                                 + [json.dumps({"id": "nobody", "y": 1})], type_info=Types.STRING())
+    served = serve(events, None, model=zoo.quickstart_classifier, config=ServeConfig(batch_size=8, name="scored"))
+    scores = score(served.predictions, labels, window=20, report_every=6, retention_ms=600_000, name="frozen")
+    write_json_lines(served.predictions, folder, "predictions", name="scored").set_parallelism(1)  # Rows as JSON, on the JVM
+    write_json_lines(scores.scored, folder, "scored", name="scored").set_parallelism(1)
+    write_json_lines(scores.windows, folder, "windows", name="scored").set_parallelism(1)
+
+
+@pytest.fixture(scope="module")
+def serving_job(tmp_path_factory):
+    """One local job of both serving pipelines above; the two tests below read its files."""
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    folder = str(tmp_path_factory.mktemp("serving"))
+    env = StreamExecutionEnvironment.get_execution_environment()
+    _serve_with_two_parsers(env, folder)
+    _serve_and_score(env, folder)
+    env.execute("serve with two parsers; serve and score")
+    return folder
+
+
+def _lines(folder, prefix):
+    return [json.loads(line) for line in open(os.path.join(folder, f"{prefix}-0.jsonl"))]
+
+
+def test_serve_in_processes_answers_good_events_and_sets_bad_ones_aside_parsed_on_the_jvm_or_in_python(serving_job):
+    from pyflink_tensair import DeadLetter
+
+    rows = {name: {r["key"]: r for r in _lines(serving_job, f"rows-{name}")} for name in ("jvm", "python")}
+    letters = {name: [DeadLetter.from_json(json.dumps(line)) for line in _lines(serving_job, f"dead-{name}")]
+               for name in ("jvm", "python")}
     assert sorted(rows["jvm"]) == sorted([f"e{i}" for i in range(50)] + ["7", "d"])
     assert all(len(r["prediction"]) == 4 and r["model_version"] == 0 and r["model_age_ms"] == -1 for r in rows["jvm"].values())
     for key, row in rows["jvm"].items():  # the same features either way: the same answers
         assert row["prediction"] == pytest.approx(rows["python"][key]["prediction"], abs=1e-6)
-    assert sorted(letter.reason for letter in letters["jvm"]) == ["not_a_record"] * len(bad)
+    assert sorted(letter.reason for letter in letters["jvm"]) == ["not_a_record"] * len(BAD_EVENTS)
     details = " ".join(letter.detail for letter in letters["jvm"])
     for expected in ("shape (2,)", "not finite", "numbers", "rectangular", "more after", "'id' and 'x'", "not JSON",
                      "'id' is a string or an integer"):
         assert expected in details
-    assert sorted(rows["python"]) == sorted(rows["jvm"]) and len(letters["python"]) == len(bad)
+    assert sorted(rows["python"]) == sorted(rows["jvm"]) and len(letters["python"]) == len(BAD_EVENTS)
 
 
 def test_the_jvm_reads_common_events_by_hand_to_the_bit_as_jackson_does_and_leaves_it_the_rest():
@@ -121,40 +162,19 @@ def test_the_jvm_reads_common_events_by_hand_to_the_bit_as_jackson_does_and_leav
         assert not events.readsByHand(text) and read(text, True) is None and read(text, False) is None, text
 
 
-def test_score_meets_each_prediction_with_its_label_and_reports_the_window(tmp_path):
-    from pyflink.common import Types
-    from pyflink.datastream import StreamExecutionEnvironment
+def test_score_meets_each_prediction_with_its_label_and_reports_the_window(serving_job):
+    from pyflink_tensair.online.scoring import score_one
 
-    from pyflink_tensair import ServeConfig, serve
-    from pyflink_tensair.flink.sinks import write_json_lines
-    from pyflink_tensair.models import zoo
-    from pyflink_tensair.online.scoring import score, score_one
-
-    env = StreamExecutionEnvironment.get_execution_environment()
-    events = env.from_collection([json.dumps({"id": i, "x": [((i * 3 + j) % 7) / 7.0 for j in range(20)]})
-                                  for i in range(40)], type_info=Types.STRING())
-    labels = env.from_collection([json.dumps({"id": i, "y": i % 4}) for i in range(0, 40, 2)]  # every other one
-                                 + [json.dumps({"id": "nobody", "y": 1})], type_info=Types.STRING())
-    served = serve(events, None, model=zoo.quickstart_classifier, config=ServeConfig(batch_size=8))
-    scores = score(served.predictions, labels, window=20, report_every=6, retention_ms=600_000, name="frozen")
-    write_json_lines(served.predictions, str(tmp_path), "predictions").set_parallelism(1)  # Rows as JSON, on the JVM
-    write_json_lines(scores.scored, str(tmp_path), "scored").set_parallelism(1)
-    write_json_lines(scores.windows, str(tmp_path), "windows").set_parallelism(1)
-    env.execute("score")
-
-    def lines(prefix):
-        return [json.loads(line) for line in open(tmp_path / f"{prefix}-0.jsonl")]
-
-    predictions = {row["key"]: row for row in lines("predictions")}
+    predictions = {row["key"]: row for row in _lines(serving_job, "predictions")}
     assert sorted(predictions, key=int) == [str(i) for i in range(40)]
     assert all(len(r["prediction"]) == 4 and r["model_version"] == 0 and r["model_age_ms"] == -1
                for r in predictions.values())
-    scored = lines("scored")
+    scored = _lines(serving_job, "scored")
     assert sorted((r["id"] for r in scored), key=int) == [str(i) for i in range(0, 40, 2)]  # each labelled event once
     for r in scored:
         correct, loss, _ = score_one(predictions[r["id"]]["prediction"], int(r["id"]) % 4)
         assert (r["correct"], r["loss"]) == (correct, loss)
-    windows = lines("windows")
+    windows = _lines(serving_job, "windows")
     assert [w["scored"] for w in windows] == [6, 12, 18, 20] and all(w["name"] == "frozen" for w in windows)
     assert windows[-1]["accuracy"] == round(sum(r["correct"] for r in scored) / 20, 4)
     assert windows[-1]["auc"] is None  # four classes: no AUC

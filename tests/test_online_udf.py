@@ -56,6 +56,7 @@ def test_a_follower_applies_new_files_in_order_and_a_late_one_starts_at_the_newe
     assert early.poll(now=2.0) == 0  # nothing new
 
 
+@pytest.mark.flink
 def test_the_sql_function_answers_with_the_newest_weights_of_the_folder(tmp_path):
     pytest.importorskip("pyflink")
     from pyflink.table import EnvironmentSettings, TableEnvironment

@@ -3,6 +3,8 @@ and the co-location of the loop's in-JVM queues it joins."""
 
 import functools
 
+import pytest
+
 from pyflink_tensair import ModelUpdates, TrainConfig, batch_source, serve, train
 from pyflink_tensair.core.updates import decode_update
 from pyflink_tensair.datasets.teacher import teacher_classification_batch
@@ -31,6 +33,7 @@ def _group_of(vertices, part):
     return found[0]
 
 
+@pytest.mark.flink
 def test_the_relay_source_shares_the_slot_of_the_replicas_and_their_feedback_queues():
     from pyflink.common import Types
     from pyflink.datastream import StreamExecutionEnvironment
@@ -51,6 +54,7 @@ def test_the_relay_source_shares_the_slot_of_the_replicas_and_their_feedback_que
     assert _group_of(vertices, "relay source") == replicas
 
 
+@pytest.mark.flink
 def test_a_job_without_updates_has_no_relay():
     from pyflink.datastream import StreamExecutionEnvironment
 
@@ -60,6 +64,7 @@ def test_a_job_without_updates_has_no_relay():
     assert not any("relay" in name for name in _job_vertices(env))
 
 
+@pytest.mark.flink
 def test_relayed_updates_arrive_in_order_and_the_stream_ends_with_training():
     from pyflink.datastream import StreamExecutionEnvironment
 

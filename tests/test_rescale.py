@@ -194,6 +194,7 @@ def test_a_merge_refuses_what_does_not_add_up():
         a.merged()
 
 
+@pytest.mark.flink
 def test_the_operators_markers_are_records_of_the_wire_format():
     """ReplicaHooks.withMeta (Java) writes the adopt and open markers of a rescale: the bytes
     encode_record writes for the same meta."""
