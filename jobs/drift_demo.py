@@ -41,7 +41,7 @@ def parse_args(argv):
     parser.add_argument("--drifts", type=flags.at_least(1, name="drifts"), default=3,
                         help="drifts in the stream: it runs for every * (drifts + 1) batches, the data replayed as needed (default 3)")
     parser.add_argument("--modes", default="auto,train", help="comma-separated modes, one job each (default: auto,train)")
-    parser.add_argument("--learning-rate", type=float, default=5e-3, help="Adam learning rate (default 5e-3)")
+    parser.add_argument("--learning-rate", type=flags.greater_than(0, "learning_rate"), default=5e-3, help="Adam learning rate (default 5e-3)")
     # TensAIR's rule by default: with the library's defaults (bound 1, averaging every 8) auto's
     # convergence test, on 20-batch windows of batch-16 losses, stopped training early, at a high
     # loss (docs/use_cases.md, the drift demo); --staleness-bound 1 --peer-updates-average-every 8 to compare

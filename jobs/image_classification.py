@@ -55,7 +55,7 @@ def parse_args(argv):
     parser.add_argument("--model", metavar="PATH", help="continue training this saved .keras model")
     parser.add_argument("--passes", type=flags.at_least(1, name="passes"), default=None,
                         help="times the data set is replayed (default: 4 for digits, else 1)")
-    parser.add_argument("--learning-rate", type=float, default=None,
+    parser.add_argument("--learning-rate", type=flags.greater_than(0, "learning_rate"), default=None,
                         help="Adam learning rate of the built model (default: 5e-3 for digits, else 1e-3)")
     flags.add_job_arguments(parser, batches=None, batch_size=None, window=20)
     flags.add_kafka_arguments(parser)

@@ -11,6 +11,14 @@ A bool is not an int here (``True`` is an ``int`` to Python, never a count to a 
     pyflink_tensair.errors.ConfigError: replicas must be an int >= 1. Received: replicas=True
     >>> require_number("rate", 2.5, minimum=0), require_int("bound", None, minimum=0, optional=True)
     (2.5, None)
+    >>> require_callable("parse", "json", "a function of one record")
+    Traceback (most recent call last):
+    ...
+    pyflink_tensair.errors.ConfigError: parse must be a function of one record. Received: parse='json'
+    >>> require_rate("rate", float("nan"))
+    Traceback (most recent call last):
+    ...
+    pyflink_tensair.errors.ConfigError: rate must be >= 0 batches per second (0: unpaced), a finite number. Received: rate=nan
 """
 
 from __future__ import annotations
@@ -73,4 +81,30 @@ def require_choice(name: str, value: Any, choices: Iterable[str]):
     choices = tuple(choices)
     if value not in choices:
         raise ConfigError(f"{name} must be one of {', '.join(repr(c) for c in choices)}. Received: {name}={value!r}")
+    return value
+
+
+def require_callable(name: str, value: Any, what: str, *, optional: bool = False):
+    """``value`` if it is callable (``what`` says what it must be: ``"a function of one record"``),
+    or ``None`` when ``optional``."""
+    if value is None and optional:
+        return None
+    if not callable(value):
+        _fail(name, what, value, optional)
+    return value
+
+
+def require_text(name: str, value: Any, what: str = "a non-empty string", *, optional: bool = False):
+    """``value`` if it is a non-empty ``str``, or ``None`` when ``optional``."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        _fail(name, what, value, optional)
+    return value
+
+
+def require_rate(name: str, value: Any, unit: str = "batches per second"):
+    """``value`` if it is a finite number ``>= 0`` (0: unpaced): NaN would stop pacing without a word."""
+    if not is_number(value) or not 0 <= value < float("inf"):
+        raise ConfigError(f"{name} must be >= 0 {unit} (0: unpaced), a finite number. Received: {name}={value!r}")
     return value

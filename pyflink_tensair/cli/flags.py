@@ -23,13 +23,17 @@ gives its defaults as a ``TrainConfig`` (:data:`JOB_CONFIG`: two replicas, check
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
+import re
 import time
+import typing
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from ..config import Checkpoints, Exports, TrainConfig
 from ..errors import ConfigError
+from ..validation import require_int, require_number
 from .settings import Setting, default_of, settings, value_at
 
 JOB_CONFIG = TrainConfig(replicas=2, checkpoints=Checkpoints(interval_s=10.0))
@@ -57,8 +61,18 @@ def parse_job_arguments(parser: argparse.ArgumentParser, argv: Optional[Sequence
         >>> add_job_arguments(parser, batches=100, batch_size=32)
         >>> parse_job_arguments(parser, ["--replicas", "3"]).replicas
         3
+
+    The training config the flags describe is built once here too, so that a rule of two flags
+    (``--staleness-bound 0 --broadcast-every 2``) is answered the same way, before the job imports
+    TensorFlow or starts anything.
     """
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if hasattr(args, _BASE):
+        try:
+            config_from_args(copy.copy(args))
+        except ConfigError as err:
+            parser.error(str(err))
+    return args
 
 
 def checked_by(check: Callable[[str], object], *, keep_text: bool = False):
@@ -77,30 +91,24 @@ def checked_by(check: Callable[[str], object], *, keep_text: bool = False):
 
 
 def at_least(minimum, parse: Callable[[str], object] = int, name: str = "value"):
-    """An argparse ``type`` for a job's own numeric flag: ``parse(text) >= minimum``."""
+    """An argparse ``type`` for a job's own numeric flag: ``parse(text) >= minimum`` (and finite)."""
 
     def check(text: str):
         value = parse(text)
-        if value < minimum:
-            kind = "an int" if parse is int else "a number"
-            raise argparse.ArgumentTypeError(f"{name} must be {kind} >= {minimum}. Received: {name}={value!r}")
-        return value
+        return require_int(name, value, minimum) if parse is int else require_number(name, value, minimum)
 
     check.__name__ = parse.__name__
-    return check
+    return checked_by(check)
 
 
 def greater_than(bound: float, name: str):
-    """An argparse ``type`` for a float flag that must exceed ``bound``."""
+    """An argparse ``type`` for a float flag that must exceed ``bound`` (and be finite)."""
 
     def check(text: str) -> float:
-        value = float(text)
-        if not value > bound:
-            raise argparse.ArgumentTypeError(f"{name} must be a number > {bound}. Received: {name}={value!r}")
-        return value
+        return require_number(name, float(text), above=bound)
 
     check.__name__ = "float"
-    return check
+    return checked_by(check)
 
 
 def keras_path(text: str) -> str:
@@ -125,17 +133,24 @@ def _text_parser(row: Setting) -> Callable[[str], object]:
             kind = "an int" if base is int else "a number"
             raise argparse.ArgumentTypeError(f"{row.name} must be {kind}{' or none' if may_be_none else ''}. "
                                              f"Received: {text!r}") from None
-        if not any(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
-                   for f in dataclasses.fields(row.owner)):
-            try:
-                row.owner(**{row.name: value})  # the class's own rule, alone
-            except ConfigError as err:
-                if f"Received: {row.name}=" in str(err):  # else a rule of two fields: checked with the config
-                    raise argparse.ArgumentTypeError(str(err)) from None
+        try:
+            row.owner(**{**_required_placeholders(row.owner), row.name: value})  # the class's own rule, alone
+        except ConfigError as err:
+            if re.search(rf"Received: (\w+\.)?{row.name}=", str(err)):  # else a rule of two fields
+                raise argparse.ArgumentTypeError(str(err)) from None
         return value
 
     parse.__name__ = base.__name__
     return parse
+
+
+def _required_placeholders(owner: type) -> Dict[str, object]:
+    """A value each field of ``owner`` without a default may take (``Exports``' ``every_s`` and
+    ``dir``), so that another field's rule can be tried alone."""
+    placeholders = {int: 1, float: 1.0, str: "placeholder"}
+    hints = typing.get_type_hints(owner)
+    return {f.name: placeholders.get(hints[f.name], None) for f in dataclasses.fields(owner)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}  # type: ignore[misc]
 
 
 class _Given(argparse.Action):
@@ -217,7 +232,7 @@ def config_from_args(args, *, outdir: Optional[str] = None, **defaults) -> Train
     for name, value in defaults.items():
         if not given(args, name):
             values[(name,)] = value
-    for sub, first in (("checkpoints", "interval_s"), ("exports", "every_s")):
+    for sub, first in (("checkpoints", "interval_s"), ("exports", "every_s"), ("updates", "every_ms")):
         others = [row for row in settings() if row.path[0] == sub and row.path[1] != first and given(args, _dest(row))]
         if values[(sub, first)] is None and others:
             raise ConfigError(f"{others[0].flag} needs --{sub}-{first.replace('_', '-')} (none: {sub} are off). "

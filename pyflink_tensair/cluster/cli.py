@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Optional
 
 from ..errors import TensairError
 from .configuration import DEFAULT_DIR
@@ -27,15 +28,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pyflink_tensair.cluster", description=(_PACKAGE_DOC or "").split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_start = sub.add_parser("start", help="start a JobManager and TaskManagers")
-    p_start.add_argument("--taskmanagers", type=int, default=2)
-    p_start.add_argument("--slots", type=int, default=2, help="slots per TaskManager")
-    p_start.add_argument("--rest-port", type=int, default=18081)
-    p_start.add_argument("--rpc-port", type=int, default=16123)
-    p_start.add_argument("--metrics-fetcher-interval-ms", type=int, default=1000,
+    p_start.add_argument("--taskmanagers", type=_int_in("taskmanagers", 1), default=2)
+    p_start.add_argument("--slots", type=_int_in("slots", 1), default=2, help="slots per TaskManager")
+    p_start.add_argument("--rest-port", type=_int_in("rest_port", 1, 65535), default=18081)
+    p_start.add_argument("--rpc-port", type=_int_in("rpc_port", 1, 65535 - 60), default=16123,
+                         help="the JobManager's; the TaskManagers and the blob server take ports up to 60 above it")
+    p_start.add_argument("--metrics-fetcher-interval-ms", type=_int_in("metrics_fetcher_interval_ms", 0), default=1000,
                          help="how often, at most, the REST API asks the TaskManagers for metrics (0: on every query)")
     p_stop = sub.add_parser("stop", help="stop the processes recorded in the PID files")
     p_kill = sub.add_parser("kill-taskmanager", help="SIGKILL a TaskManager and its Python workers (a crash)")
-    p_kill.add_argument("--pid", type=int, help="which TaskManager (default: the first one alive)")
+    p_kill.add_argument("--pid", type=_int_in("pid", 1), help="which TaskManager (default: the first one alive)")
     p_add = sub.add_parser("add-taskmanager", help="start one more TaskManager")
     p_submit = sub.add_parser("submit", help="flink run -py SCRIPT [ARGS...] on this cluster")
     p_submit.add_argument("--detached", action="store_true")
@@ -52,6 +54,27 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (p_start, p_stop, p_submit, p_kill, p_add, p_save, p_halt, p_resume):
         p.add_argument("--dir", default=DEFAULT_DIR, help=f"the cluster's folder (default: {DEFAULT_DIR})")
     return parser
+
+
+def _int_in(name: str, minimum: int, maximum: Optional[int] = None):
+    """An argparse ``type``: an int in ``minimum .. maximum``; argparse answers anything else with
+    the usage, the rule and exit status 2.
+
+        >>> _int_in("rest_port", 1, 65535)("0")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: rest_port must be an int in 1 .. 65535. Received: rest_port=0
+    """
+
+    def parse(text: str) -> int:
+        value = int(text)  # a ValueError: argparse's "invalid int value"
+        if value < minimum or (maximum is not None and value > maximum):
+            rule = f"an int in {minimum} .. {maximum}" if maximum is not None else f"an int >= {minimum}"
+            raise argparse.ArgumentTypeError(f"{name} must be {rule}. Received: {name}={value}")
+        return value
+
+    parse.__name__ = "int"
+    return parse
 
 
 def _run_command(args) -> int:

@@ -14,6 +14,7 @@ from typing import List, Optional
 
 from .. import processes
 from ..errors import ClusterError
+from ..validation import require_int
 from ..waiting import WaitTimeout, wait_until
 from .configuration import flink_environment, flink_home, rest_url, write_config
 from .rest import rest_get
@@ -40,9 +41,11 @@ def start(folder: str, *, taskmanagers: int = 2, slots: int = 2, rest_port: int 
           timeout: float = 90.0, metrics_fetcher_interval_ms: int = 1000) -> str:
     """Starts a JobManager and ``taskmanagers`` TaskManagers; returns the REST URL once all registered.
     ``metrics_fetcher_interval_ms``: see :func:`~.configuration.write_config`."""
+    require_int("taskmanagers", taskmanagers, 1)
+    require_int("slots", slots, 1)
     folder = os.path.abspath(folder)
     if any(processes.alive(pid) for pid in recorded_pids(folder)):
-        raise RuntimeError(f"a cluster recorded in {folder}/pids is still running: stop it first")
+        raise ClusterError(f"a cluster recorded in {folder}/pids is still running: stop it first")
     for path in glob.glob(os.path.join(folder, "pids", "*.pid")):
         os.remove(path)
     write_config(folder, taskmanagers=taskmanagers, slots=slots, rest_port=rest_port, rpc_port=rpc_port,
@@ -66,7 +69,7 @@ def start(folder: str, *, taskmanagers: int = 2, slots: int = 2, rest_port: int 
         wait_until(registered, timeout, interval_s=0.5, what=f"{taskmanagers} TaskManagers to register")
     except WaitTimeout:
         stop(folder)
-        raise RuntimeError(f"the cluster did not come up within {timeout:.0f} s; logs in {folder}/log") from None
+        raise ClusterError(f"the cluster did not come up within {timeout:.0f} s; logs in {folder}/log") from None
     return url
 
 
@@ -97,10 +100,10 @@ def kill_taskmanager(folder: str, pid: Optional[int] = None) -> List[int]:
     alive = taskmanager_pids(folder)
     if pid is None:
         if not alive:
-            raise RuntimeError(f"no TaskManager of the cluster in {folder} is alive")
+            raise ClusterError(f"no TaskManager of the cluster in {folder} is alive")
         pid = alive[0]
     elif pid not in alive:
-        raise RuntimeError(f"{pid} is not a live TaskManager of the cluster in {folder}: {alive}")
+        raise ClusterError(f"{pid} is not a live TaskManager of the cluster in {folder}: {alive}")
     victims = processes.tree([pid])  # the TaskManager first
     processes.kill(victims)
     return victims
@@ -126,7 +129,7 @@ def add_taskmanager(folder: str, timeout: float = 90.0) -> int:
     try:
         return wait_until(new_registered, timeout, interval_s=0.5, what="the new TaskManager to register")
     except WaitTimeout:
-        raise RuntimeError(f"the new TaskManager did not register within {timeout:.0f} s; logs in {folder}/log") from None
+        raise ClusterError(f"the new TaskManager did not register within {timeout:.0f} s; logs in {folder}/log") from None
 
 
 def ensure_taskmanagers(folder: str, count: int, timeout: float = 90.0) -> List[int]:

@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import collections
+import collections.abc
 from dataclasses import dataclass, field
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
@@ -29,6 +30,7 @@ import numpy as np
 
 from ..config import TrainConfig, as_train_config
 from ..errors import ConfigError, ProtocolError
+from ..validation import require_callable, require_int
 from . import wire
 from .events import Broadcast, FinalModel, Metrics, ModeChange, Prediction
 from .messages import Batch, DeadLetter
@@ -78,9 +80,7 @@ class DelayLine:
     """
 
     def __init__(self, delay: int):
-        if not isinstance(delay, int) or delay < 0:
-            raise ConfigError(f"delivery_delay must be an int >= 0. Received: delivery_delay={delay!r}")
-        self.delay = delay
+        self.delay = require_int("delivery_delay", delay, 0)
         self._queue: Deque[Tuple[int, int, object]] = collections.deque()  # (due_tick, destination, message)
 
     def send(self, tick: int, destination: int, message) -> None:
@@ -99,9 +99,15 @@ def simulate(make_model: Callable[[int], TrainableModel], batches: Sequence[Batc
              through_wire: bool = True) -> SimulationResult:
     """Trains ``config.replicas`` replicas (``make_model(r)`` builds replica ``r``'s model) on ``batches``.
 
-    Raises :class:`~pyflink_tensair.errors.ProtocolError` if a replica never finishes.
+    Raises :class:`~pyflink_tensair.errors.ProtocolError` if a replica never finishes, and a
+    ``ConfigError`` naming a bad argument before anything runs.
     """
     config = as_train_config(config)
+    require_callable("make_model", make_model, "a function of the replica id, returning a model")
+    if not isinstance(batches, collections.abc.Sequence) or isinstance(batches, (str, bytes)):
+        raise ConfigError(f"batches must be a sequence of Batch (a list). Received: batches={batches!r:.100}")
+    if not isinstance(through_wire, bool):
+        raise ConfigError(f"through_wire must be True or False. Received: through_wire={through_wire!r}")
     replicas = config.replicas
     nodes = [Replica(r, make_model(r), config) for r in range(replicas)]
     result = SimulationResult(nodes)

@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 import numpy as np
 
 from ..config import SPARSE_VALUES
-from ..errors import WireFormatError
+from ..errors import ConfigError, WireFormatError
 from ..validation import is_int
 from . import row_resets
 from .messages import (DEAD_LETTER_REASONS, MODE_REASONS, Batch, DeadLetter, DoneMessage, GradientMessage, Gradients,
@@ -147,7 +147,7 @@ def as_bytes(data):
 
 def _parse_prefix(data) -> Tuple[int, int]:
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise WireFormatError(f"expected bytes, received {type(data).__name__}")
+        raise WireFormatError(f"expected bytes, received {type(data).__name__}: data={data!r:.100}")
     if len(data) < _PREFIX.size:
         raise WireFormatError(f"record too short: {len(data)} bytes, the prefix alone is {_PREFIX.size}")
     magic, version, kind, reserved, header_len = _PREFIX.unpack_from(data, 0)
@@ -247,6 +247,8 @@ def _require_meta_int(meta: Mapping, key: str, minimum: int) -> int:
 
 def encode_batch(batch: Batch) -> bytes:
     """Encodes a :class:`Batch`; a dict ``x`` travels as tensors ``x.<input name>``."""
+    if not isinstance(batch, Batch) or not isinstance(batch.meta, Mapping):
+        raise ConfigError(f"batch must be a Batch (its meta a dict). Received: batch={batch!r:.100}")
     tensors = ({_X_PREFIX + k: v for k, v in batch.x.items()} if isinstance(batch.x, Mapping)
                else {"x": batch.x})
     if batch.y is not None:

@@ -16,7 +16,7 @@ from ..core.guards import check_record
 from ..core.messages import Batch, DeadLetter, preview
 from ..config import TrainConfig, as_train_config
 from ..errors import ConfigError
-from ..validation import is_int, is_number, require_int
+from ..validation import is_int, require_callable, require_int, require_rate
 from . import types
 from .environment import add_channel_jar, use_this_interpreter
 from .execution import in_jvm, keyed_process
@@ -173,6 +173,23 @@ class _Batcher(KeyedProcessFunction):
             yield out
 
 
+def _checked_arguments(batch_size, features_shape, classes, max_wait_ms, parse, rate, *,
+                       optional: bool) -> Optional[tuple]:
+    """``features_shape`` as a tuple (or ``None``), once the batchers' arguments are checked; ``parse``
+    may be ``None`` when ``optional``."""
+    require_int("batch_size", batch_size, 1)
+    require_int("classes", classes, 1, optional=True)
+    require_int("max_wait_ms", max_wait_ms, 1, optional=True)
+    require_callable("parse", parse, "a function of one record", optional=optional)
+    require_rate("rate", rate)
+    if features_shape is None:
+        return None
+    if not isinstance(features_shape, (tuple, list)) or not all(is_int(d) and d >= 0 for d in features_shape):
+        raise ConfigError("features_shape must be a tuple of ints >= 0 or None. "
+                          f"Received: features_shape={features_shape!r}")
+    return tuple(features_shape)
+
+
 def _is_text(records) -> bool:
     """Whether ``records`` are strings, which the JVM's Python reads as they are (pickled Python
     objects it cannot unpickle; other Flink types it was not tried with)."""
@@ -250,22 +267,12 @@ def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch]
         with batches.execute_and_collect() as collected:
             print([decode_batch(b).y.tolist() for b in collected])    # [[1, 0], [1]]
     """
-    require_int("batch_size", batch_size, 1)
-    require_int("max_wait_ms", max_wait_ms, 1, optional=True)
-    require_int("classes", classes, 1, optional=True)
-    if features_shape is not None:
-        if not isinstance(features_shape, (tuple, list)) or not all(
-                is_int(d) and d >= 0 for d in features_shape):
-            raise ConfigError(f"features_shape must be a tuple of ints >= 0 or None. Received: "
-                              f"features_shape={features_shape!r}")
-        features_shape = tuple(features_shape)
-    if not is_number(rate) or rate < 0:
-        raise ConfigError(f"rate must be >= 0 batches per second (0: unpaced). Received: rate={rate!r}")
-    if parse is not None and not callable(parse):
-        raise ConfigError(f"parse must be a function of one record. Received: parse={parse!r}")
+    shape = _checked_arguments(batch_size, features_shape, classes, max_wait_ms, parse, rate, optional=True)
+    require_callable("collate", collate, "a function of a list of records, returning a Batch")
     config = as_train_config(TrainConfig() if config is None else config)
+    types.require_stream("records", records, None, "records (of any type; (features, label) for the default collate)")
     use_this_interpreter(records._j_data_stream.getExecutionEnvironment())
-    batcher = _Batcher(batch_size, collate, max_wait_ms, features_shape, classes, parse, float(rate))
+    batcher = _Batcher(batch_size, collate, max_wait_ms, shape, classes, parse, float(rate))
     if in_jvm(config.python_in) and _is_text(records):
         add_channel_jar(records._j_data_stream.getExecutionEnvironment())  # Keying.OneKey
         batches = keyed_process(_one_key(records, name), batcher, types.bytes_type(), config.python_in)
@@ -352,8 +359,8 @@ class _ChunkBatcher:
 def text_batches(records, batch_size: int, *, parse: Callable, features_shape: Optional[Sequence[int]] = None,
                  classes: Optional[int] = None, max_wait_ms: Optional[int] = None, rate: float = 0.0,
                  config: Optional[TrainConfig] = None, name: str = "tensair"):
-    """Mini-batches of a stream of text records (e.g. a Kafka topic's JSON values), grouped on
-    the JVM so that the records cross into Python once per batch.
+    """Mini-batches of a stream of text records (``Types.STRING()``, e.g. a Kafka topic's JSON
+    values), grouped on the JVM so that the records cross into Python once per batch.
 
     Like :func:`to_batches` with ``parse``, with three differences: batch ``n`` holds the good
     records among the ``batch_size`` records of chunk ``n`` (a bad record becomes a dead letter
@@ -368,13 +375,8 @@ def text_batches(records, batch_size: int, *, parse: Callable, features_shape: O
         records = kafka_examples(env, "127.0.0.1:19092", "digits")
         batches = text_batches(records, 16, parse=json_example, classes=10, features_shape=(8, 8, 1))
     """
-    require_int("batch_size", batch_size, 1)
-    if not callable(parse):
-        raise ConfigError(f"parse must be a function of one record. Received: parse={parse!r}")
-    if not is_number(rate) or rate < 0:
-        raise ConfigError(f"rate must be >= 0 batches per second (0: unpaced). Received: rate={rate!r}")
-    batcher = _ChunkBatcher(batch_size, parse, None if features_shape is None else tuple(features_shape), classes,
-                            float(rate))
+    shape = _checked_arguments(batch_size, features_shape, classes, max_wait_ms, parse, rate, optional=False)
+    batcher = _ChunkBatcher(batch_size, parse, shape, classes, float(rate))
     return chunked_batches(records, batch_size, batcher, max_wait_ms=max_wait_ms, config=config, name=name)
 
 
@@ -392,13 +394,13 @@ def chunked_batches(records, chunk_size: int, make: Callable, *, max_wait_ms: Op
 
     from .execution import process
 
+    config = as_train_config(TrainConfig() if config is None else config)
     chunks = jvm_chunks(records, chunk_size, max_wait_ms, name)
 
     class ChunkProcess(ProcessFunction):
         def process_element(self, value, ctx):
             yield from make(value)
 
-    config = as_train_config(TrainConfig() if config is None else config)
     made = process(chunks, ChunkProcess(), types.bytes_type(), config.python_in)
     return made.name(f"{name}: to mini-batches").uid(f"{name}-batcher").set_parallelism(1)
 
@@ -412,6 +414,7 @@ def jvm_chunks(records, chunk_size: int, max_wait_ms: Optional[int], name: str):
 
     require_int("chunk_size", chunk_size, 1)
     require_int("max_wait_ms", max_wait_ms, 1, optional=True)
+    types.require_stream("records", records, T.STRING(), types.TEXTS)
     j_env = records._j_data_stream.getExecutionEnvironment()
     add_channel_jar(j_env)
     use_this_interpreter(j_env)

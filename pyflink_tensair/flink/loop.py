@@ -50,11 +50,9 @@ class FeedbackLoop:
     """See the module docstring. ``keys[r]`` routes to subtask ``r`` of the training operator."""
 
     def __init__(self, batches, config: TrainConfig):
-        from pyflink.datastream import DataStream, StreamExecutionEnvironment
+        from pyflink.datastream import StreamExecutionEnvironment
 
-        if not isinstance(batches, DataStream):
-            raise ConfigError(f"batches must be a pyflink DataStream of encoded mini-batches. "
-                              f"Received: {type(batches).__name__}")
+        types.require_stream("batches", batches, types.bytes_type(), types.BATCHES)
         if config.replicas > DEFAULT_MAX_PARALLELISM:
             raise ConfigError(f"replicas must be <= {DEFAULT_MAX_PARALLELISM}. Received: replicas={config.replicas}")
         self.batches = batches

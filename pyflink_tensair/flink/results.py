@@ -11,15 +11,23 @@ Example::
 
 from __future__ import annotations
 
-from typing import Iterable, List, Union
+from collections.abc import Iterable
+from typing import List, Union
 
 from ..core.events import FinalModel
 from ..core.gradients import average_weights
-from ..errors import ModelError
+from ..errors import ConfigError, ModelError
 from .types import decode_final_model
 
 
+_BYTES = (bytes, bytearray, memoryview)
+_RECORD = (*_BYTES, list)  # a record as a sink or execute_and_collect() hands it over (Java bytes: a list)
+
+
 def _decoded(records: Iterable[Union[FinalModel, bytes]]) -> List[FinalModel]:
+    if isinstance(records, (FinalModel, str, *_BYTES)) or not isinstance(records, Iterable):
+        raise ConfigError("records must be the records of train(...).models (a list, or execute_and_collect()'s "
+                          f"iterator). Received: records={records!r:.100}")
     finals = [r if isinstance(r, FinalModel) else decode_final_model(r) for r in records]
     return sorted(finals, key=lambda f: f.replica)
 
@@ -28,10 +36,16 @@ def keras_model(final: Union[FinalModel, bytes], model):
     """A ``keras.Model`` built from ``model`` (what ``train`` got: a builder or a ``.keras`` path)
     holding the weights of ``final``, a record of ``train(...).models`` (or its decoded
     :class:`~pyflink_tensair.core.events.FinalModel`). The optimizer starts afresh."""
-    from ..models.keras_adapter import KerasModelAdapter, load_model
+    from ..models import check_model_argument
 
+    check_model_argument(model)
+    if not isinstance(final, (FinalModel, *_RECORD)):
+        raise ConfigError("final must be a record of train(...).models or a FinalModel. "
+                          f"Received: final={final!r:.100}")
     if not isinstance(final, FinalModel):
         final = decode_final_model(final)
+    from ..models.keras_adapter import KerasModelAdapter, load_model
+
     built = load_model(model)
     KerasModelAdapter(built).set_weights(final.weights)
     return built
@@ -39,6 +53,9 @@ def keras_model(final: Union[FinalModel, bytes], model):
 
 def keras_models(records: Iterable[Union[FinalModel, bytes]], model) -> List:
     """:func:`keras_model` of each record, in replica order."""
+    from ..models import check_model_argument
+
+    check_model_argument(model)
     return [keras_model(f, model) for f in _decoded(records)]
 
 
@@ -55,4 +72,7 @@ def averaged_final_model(records: Iterable[Union[FinalModel, bytes]]) -> FinalMo
 
 def averaged_keras_model(records: Iterable[Union[FinalModel, bytes]], model):
     """:func:`keras_model` of :func:`averaged_final_model`."""
+    from ..models import check_model_argument
+
+    check_model_argument(model)
     return keras_model(averaged_final_model(records), model)

@@ -14,6 +14,7 @@ from ..config import TrainConfig, as_train_config
 from ..core import wire
 from ..core.messages import Batch
 from ..errors import ConfigError
+from ..validation import require_callable, require_int, require_rate
 
 
 def number_sequence(env, start: int, end: int, *, name: str, uid: str):
@@ -45,8 +46,8 @@ class PacedBatches:
     """
 
     def __init__(self, make_batch: Callable[[int], Batch], rate: float = 0.0, clock=time.time, sleep=time.sleep):
-        if rate < 0:
-            raise ConfigError(f"rate must be >= 0 mini-batches per second (0: unpaced). Received: rate={rate}")
+        require_callable("make_batch", make_batch, "a function of a batch number, returning a Batch")
+        require_rate("rate", rate, "mini-batches per second")
         self._make_batch = make_batch
         self._rate = float(rate)
         self._clock = clock
@@ -91,10 +92,13 @@ def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: f
     from .environment import use_this_interpreter
     from .execution import mapped
 
-    if not isinstance(count, int) or count < 1:
-        raise ConfigError(f"count must be an int >= 1. Received: count={count!r}")
-    paced = PacedBatches(make_batch, rate)  # checks the rate now
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    require_int("count", count, 1)
+    paced = PacedBatches(make_batch, rate)  # checks make_batch and the rate now
     config = as_train_config(TrainConfig() if config is None else config)
+    if not isinstance(env, StreamExecutionEnvironment):
+        raise ConfigError(f"env must be a pyflink StreamExecutionEnvironment. Received: env={env!r:.100}")
     use_this_interpreter(env)
     numbers = number_sequence(env, 0, count - 1, name=f"{name}: batch numbers", uid=f"{name}-batch-numbers")
     made = mapped(numbers, paced, types.bytes_type(), config.python_in)

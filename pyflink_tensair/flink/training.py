@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from ..config import TrainConfig, as_train_config
 from ..errors import ConfigError, ModelError
+from ..validation import require_callable, require_number
 from . import types
 from .checkpointing import replica_operator
 from .functions import ReplicaFunction
@@ -107,7 +108,7 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
 
     Args:
         batches: a PyFlink ``DataStream`` of encoded mini-batches (:func:`~pyflink_tensair.encode_batch`
-            or :func:`~pyflink_tensair.to_batches`).
+            or :func:`~pyflink_tensair.to_batches`), of type ``Types.PRIMITIVE_ARRAY(Types.BYTE())``.
         model: a function returning a compiled ``keras.Model`` (it must be importable by the Python
             workers: a module-level function or a ``functools.partial`` of one), or the path of a
             saved ``.keras`` model to continue training.
@@ -124,6 +125,9 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
 
     Returns:
         :class:`TrainOutput` with the predictions, metrics and models streams.
+
+    A bad argument (a stream of another type, a ``model`` that names none, ...) is refused here, before
+    anything is built, with a ``ConfigError`` (``ModelError`` for ``model``) naming it and what it got.
 
     Example (the README's: ``tests/test_examples.py`` checks they are the same, ``tests/test_installed_wheel.py`` runs it)::
 
@@ -144,15 +148,20 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
         models = out.collect_keras_models()                      # runs the job: replica r's keras.Model is models[r]
         print("accuracy", np.mean(models[0].predict(x, verbose=0).argmax(axis=1) == y))
     """
-    config = as_train_config(config)
-    loop = FeedbackLoop(batches, config)  # checks batches; prepares the environment
-    from ..models.keras_adapter import check_model_argument, load_model
+    from ..core.messages import Batch
+    from ..models import check_model_argument
 
+    config = as_train_config(config)
     check_model_argument(model)
-    if probe is not None and not callable(probe):
-        raise ConfigError(f"probe must be a function of the Keras model. Received: probe={probe!r}")
-    if not probe_every_s > 0:
-        raise ConfigError(f"probe_every_s must be > 0. Received: probe_every_s={probe_every_s!r}")
+    require_callable("probe", probe, "a function of the Keras model", optional=True)
+    require_number("probe_every_s", probe_every_s, above=0, unit="seconds")
+    if not isinstance(check_model, bool):
+        raise ConfigError(f"check_model must be True or False. Received: check_model={check_model!r}")
+    if sample is not None and not isinstance(sample, Batch):
+        raise ConfigError(f"sample must be a Batch or None. Received: sample={sample!r:.100}")
+    loop = FeedbackLoop(batches, config)  # checks the batches' type; prepares the environment
+    from ..models.keras_adapter import load_model
+
     if check_model:
         built = load_model(model, seed=config.seed)
         if sample is not None:

@@ -15,6 +15,7 @@ from pyflink.common import Row, Types
 from pyflink.datastream import OutputTag
 
 from ..core import wire
+from ..errors import ConfigError
 from ..core.events import FinalModel, Prediction, decode_final_model, encode_final_model  # noqa: F401 (re-exported)
 
 PREDICTION_FIELDS = ["replica", "batch_id", "model_version", "loss", "accuracy", "predictions"]
@@ -22,6 +23,27 @@ PREDICTION_FIELDS = ["replica", "batch_id", "model_version", "loss", "accuracy",
 
 def bytes_type():
     return Types.PRIMITIVE_ARRAY(Types.BYTE())
+
+
+TEXTS = "texts (Types.STRING())"
+BATCHES = ("encoded mini-batches (Types.PRIMITIVE_ARRAY(Types.BYTE()): to_batches, batch_source, or encode_batch "
+           "with that output_type)")
+
+
+def require_stream(name: str, stream, expected, what: str):
+    """``stream`` if it is a PyFlink ``DataStream`` whose elements are of type ``expected`` (a
+    ``TypeInformation``, ``None``: any; ``what`` names them as a user would give them, e.g. ``"texts
+    (Types.STRING())"``), else a ConfigError naming ``name`` and what the stream carries: refused
+    while the graph is built, not a Java ``ClassCastException`` once the job runs."""
+    from pyflink.datastream import DataStream
+
+    if not isinstance(stream, DataStream):
+        raise ConfigError(f"{name} must be a pyflink DataStream of {what}. Received: {name}={stream!r:.100}")
+    j_type = stream._j_data_stream.getType()
+    if expected is not None and not j_type.equals(expected.get_java_type_info()):
+        raise ConfigError(f"{name} must be a pyflink DataStream of {what}. "
+                          f"Received: {name}=a DataStream of {j_type.toString()}")
+    return stream
 
 
 def keyed_bytes_type():
@@ -82,9 +104,12 @@ def decode_prediction(row) -> dict:
 
     Example::
 
-        >>> decode_prediction(prediction_row(Prediction(0, 3, 1, np.zeros(2))))["batch_id"]  # doctest: +SKIP
+        >>> decode_prediction(prediction_row(Prediction(0, 3, 1, np.zeros(2))))["batch_id"]
         3
     """
+    if not isinstance(row, (Row, tuple, list)) or len(row) != len(PREDICTION_FIELDS):
+        raise ConfigError(f"row must be a row of train(...).predictions ({', '.join(PREDICTION_FIELDS)}). "
+                          f"Received: row={row!r:.100}")
     out = {name: row[i] for i, name in enumerate(PREDICTION_FIELDS)}
     out["predictions"] = wire.decode_tensors(out["predictions"])[1]["y_pred"]
     for key in ("loss", "accuracy"):

@@ -23,6 +23,7 @@ import json
 from typing import Optional
 
 from ..errors import ConfigError, KafkaError
+from ..validation import require_choice, require_int, require_text
 
 UNTIL = ("latest", "never")
 STARTS = ("earliest", "latest", "committed")
@@ -83,17 +84,22 @@ def kafka_examples(env, servers: str, topic: str, *, group_id: str = "pyflink-te
     """
     from pyflink.common import Types, WatermarkStrategy
     from pyflink.common.serialization import SimpleStringSchema
+    from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.datastream.connectors.kafka import KafkaOffsetResetStrategy, KafkaOffsetsInitializer, KafkaSource
 
     from ..flink.environment import add_jar
     from .artifacts import connector_jar
 
-    if start not in STARTS:
-        raise ConfigError(f"start must be one of {', '.join(STARTS)}. Received: start={start!r}")
-    if until not in UNTIL:
-        raise ConfigError(f"until must be one of {', '.join(UNTIL)}. Received: until={until!r}")
-    if not servers or ":" not in servers:
-        raise ConfigError(f"servers must be HOST:PORT[,HOST:PORT...]. Received: {servers!r}")
+    require_choice("start", start, STARTS)
+    require_choice("until", until, UNTIL)
+    if not isinstance(servers, str) or not all(":" in server for server in servers.split(",")):
+        raise ConfigError(f"servers must be HOST:PORT[,HOST:PORT...]. Received: servers={servers!r}")
+    require_text("topic", topic)
+    require_text("group_id", group_id)
+    require_text("connector", connector, "the path of a jar", optional=True)
+    require_int("parallelism", parallelism, 1)
+    if not isinstance(env, StreamExecutionEnvironment):
+        raise ConfigError(f"env must be a pyflink StreamExecutionEnvironment. Received: env={env!r:.100}")
     add_jar(env, connector_jar(connector))
     starting = {"earliest": KafkaOffsetsInitializer.earliest(), "latest": KafkaOffsetsInitializer.latest(),
                 "committed": KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.EARLIEST)}[start]

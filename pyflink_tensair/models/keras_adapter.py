@@ -43,6 +43,7 @@ from ..core.row_resets import fresh_rows  # noqa: E402
 from ..config import SPARSE_VALUES  # noqa: E402
 from ..core.guards import BatchSpec  # noqa: E402
 from ..errors import BatchRejectedError, ModelError  # noqa: E402
+from . import check_model_argument  # noqa: E402,F401 (re-exported: it was defined here)
 
 FUSED_STEP_VARIABLE = "PYFLINK_TENSAIR_FUSED_STEP"
 """Set to ``0`` in the job's environment, adapters offer no ``train_step`` and replicas compute,
@@ -54,20 +55,6 @@ _BUILD_LOCK = threading.Lock()  # seeding is process-global; replicas may share 
 
 def describe_model(model: ModelArgument) -> str:
     return getattr(model, "__qualname__", None) or repr(model)
-
-
-def check_model_argument(model: ModelArgument) -> None:
-    """Checks, without building anything, that ``model`` can name a model. Raises ModelError."""
-    if isinstance(model, (str, os.PathLike)):
-        path = os.fspath(model)
-        if not path.endswith(".keras"):
-            raise ModelError(f"model must be a builder function or a path to a .keras file. Received: model={path!r}")
-        if not os.path.isfile(path):
-            raise ModelError(f"model file {path!r} does not exist")
-    elif not callable(model):
-        raise ModelError(
-            "model must be a function returning a compiled keras.Model, or a path to a .keras file. "
-            f"Received: model={model!r}")
 
 
 def load_model(model: ModelArgument, *, seed: int = 0) -> "keras.Model":

@@ -36,7 +36,8 @@ from pyflink.datastream.state import ValueStateDescriptor
 
 from ..core.messages import DeadLetter, preview
 from ..errors import ConfigError
-from ..validation import is_number, require_number
+from ..config import PythonIn
+from ..validation import is_number, require_callable, require_choice, require_number
 
 if TYPE_CHECKING:
     from pyflink.datastream import DataStream
@@ -73,6 +74,18 @@ def training_record(event_text: str, label, timed_out: bool = False) -> str:
     record["y"] = label
     record["timed_out"] = timed_out
     return json.dumps(record, separators=(",", ":"))
+
+
+def python_in_of(python_in) -> PythonIn:
+    """The :class:`~pyflink_tensair.PythonIn` an online operator's ``python_in`` names: ``"jvm"`` or
+    ``"processes"``.
+
+        >>> python_in_of("thread")
+        Traceback (most recent call last):
+        ...
+        pyflink_tensair.errors.ConfigError: python_in must be one of 'jvm', 'processes'. Received: python_in='thread'
+    """
+    return PythonIn(require_choice("python_in", python_in, (PythonIn.JVM.value, PythonIn.PROCESSES.value)))
 
 
 def _tag(name: str, what: str) -> OutputTag:
@@ -250,8 +263,8 @@ def join_labels(events, labels, *, timeout_ms: float, time: str = "event", defau
     """Joins ``events`` with their ``labels`` by id; an event waits at most ``timeout_ms``.
 
     Args:
-        events: a ``DataStream`` of event texts (default: JSON with ``"id"`` and the features).
-        labels: a ``DataStream`` of label texts (default: JSON with ``"id"`` and ``"y"``).
+        events: a ``DataStream`` of event texts (``Types.STRING()``; default: JSON with ``"id"`` and the features).
+        labels: a ``DataStream`` of label texts (``Types.STRING()``; default: JSON with ``"id"`` and ``"y"``).
         timeout_ms: how long an event waits for its label.
         time: ``"event"`` (the streams' timestamps and watermarks: assign them at the sources,
             e.g. Kafka's record time; a job's outcome then never depends on its speed) or
@@ -271,16 +284,14 @@ def join_labels(events, labels, *, timeout_ms: float, time: str = "event", defau
         joined = join_labels(events, labels, timeout_ms=60_000, default_label=0)
         batches = text_batches(joined.records, 32, parse=json_example, classes=2)
     """
-    from pyflink.datastream import DataStream, KeyedStream
+    from pyflink.datastream import KeyedStream
     from pyflink.java_gateway import get_gateway
 
+    from ..flink import types
     from ..flink.environment import keep_every_sink
     from ..flink.execution import keyed_co_process, process
     from ..flink.loop import FeedbackLoop
 
-    for stream, what in ((events, "events"), (labels, "labels")):
-        if not isinstance(stream, DataStream):
-            raise ConfigError(f"{what} must be a pyflink DataStream of texts. Received: {type(stream).__name__}")
     require_number("timeout_ms", timeout_ms, above=0, unit="milliseconds")
     require_number("retention_ms", retention_ms, 0, optional=True, unit="milliseconds")
     if time not in TIMES:
@@ -288,8 +299,10 @@ def join_labels(events, labels, *, timeout_ms: float, time: str = "event", defau
     if default_label is not None and not isinstance(default_label, (str, bool)) and not is_number(default_label):
         raise ConfigError(f"default_label must be a number, a string or None. Received: default_label={default_label!r}")
     for fn, what in ((event_key, "event_key"), (label_key, "label_key"), (label, "label")):
-        if not callable(fn):
-            raise ConfigError(f"{what} must be a function of one text. Received: {what}={fn!r}")
+        require_callable(what, fn, "a function of one text")
+    python_in = python_in_of(python_in)
+    for stream, what in ((events, "events"), (labels, "labels")):
+        types.require_stream(what, stream, Types.STRING(), types.TEXTS)
     row_type = Types.ROW([Types.STRING(), Types.STRING()])
     keep_every_sink(events._j_data_stream.getExecutionEnvironment())
 

@@ -31,8 +31,7 @@ from pyflink.datastream import KeyedCoProcessFunction, KeyedProcessFunction
 from pyflink.datastream.state import ValueStateDescriptor
 
 from ..core.messages import DeadLetter, preview
-from ..errors import ConfigError
-from ..validation import is_int, require_int, require_number
+from ..validation import is_int, require_callable, require_int, require_number, require_text
 from .labels import _key, _tag
 
 if TYPE_CHECKING:
@@ -257,7 +256,7 @@ class WindowedScore(KeyedProcessFunction):
 def score(predictions, records, *, window: int = 200, report_every: int = 50, retention_ms: float = 600_000,
           label_field: str = "y", key=None, python_in: str = "jvm", name: str = "score") -> ScoreOutput:
     """Scores ``predictions`` (``serve``'s) against ``records`` (``join_labels``' training records,
-    or any JSON texts with ``"id"`` and ``label_field``), by id.
+    or any JSON texts with ``"id"`` and ``label_field``, ``Types.STRING()``), by id.
 
     Args:
         window: scored events in the sliding window.
@@ -265,6 +264,7 @@ def score(predictions, records, *, window: int = 200, report_every: int = 50, re
         retention_ms: how long a prediction waits for its label, or a label for its prediction
             (processing time), before it is forgotten and counted as unmatched.
         key: the id of a record's text (default: its JSON ``"id"``, as a string).
+        python_in: where the Python operators run: ``"jvm"`` (inside the TaskManagers) or ``"processes"``.
         name: the metric group and the reports' ``"name"`` (e.g. ``"served"``, ``"frozen"``).
 
     Example::
@@ -277,18 +277,22 @@ def score(predictions, records, *, window: int = 200, report_every: int = 50, re
     from pyflink.datastream import DataStream, KeyedStream
     from pyflink.java_gateway import get_gateway
 
+    from ..flink import types
     from ..flink.environment import add_channel_jar
     from ..flink.execution import keyed_co_process, keyed_process, process
     from ..flink.loop import FeedbackLoop
-    from .labels import KeyRecords, json_key
-    from .serving import PREDICTION_FIELDS
+    from .labels import KeyRecords, json_key, python_in_of
+    from .serving import PREDICTION_FIELDS, prediction_type
 
-    for stream, what in ((predictions, "predictions"), (records, "records")):
-        if not isinstance(stream, DataStream):
-            raise ConfigError(f"{what} must be a pyflink DataStream. Received: {type(stream).__name__}")
     require_int("window", window, minimum=1)
     require_int("report_every", report_every, minimum=1)
     require_number("retention_ms", retention_ms, above=0, unit="milliseconds")
+    require_text("label_field", label_field)
+    require_callable("key", key, "a function of one record's text (its id)", optional=True)
+    python_in = python_in_of(python_in)
+    types.require_stream("predictions", predictions, prediction_type(),
+                         "serve()'s prediction rows (ServeOutput.predictions)")
+    types.require_stream("records", records, Types.STRING(), types.TEXTS)
     gateway = get_gateway()
     add_channel_jar(predictions._j_data_stream.getExecutionEnvironment())
     row_type = Types.ROW([Types.STRING(), Types.STRING()])

@@ -50,6 +50,7 @@ from pyflink.datastream import CoProcessFunction, OutputTag, ProcessFunction
 from ..config import PythonIn, ServeConfig
 from ..core.messages import DeadLetter, preview
 from ..errors import ConfigError, WireFormatError
+from ..validation import require_callable
 
 if TYPE_CHECKING:
     from pyflink.datastream import DataStream
@@ -383,7 +384,7 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
     """Answers ``events`` with ``model``, moved on by ``updates`` as they arrive.
 
     Args:
-        events: a ``DataStream`` of event texts; ``parse`` makes each ``(key, features)``
+        events: a ``DataStream`` of event texts (``Types.STRING()``); ``parse`` makes each ``(key, features)``
             (default :func:`json_event`: ``{"id": ..., "x": [...]}``; for a model of ids, ``"x"``
             names an id per input, module docstring). Events that do not parse or fit the model
             become dead letters.
@@ -410,22 +411,26 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
     from pyflink.datastream import DataStream
     from pyflink.java_gateway import get_gateway
 
+    from ..flink import types
     from ..flink.environment import add_channel_jar, keep_every_sink, use_this_interpreter
     from ..flink.execution import co_process, process
     from ..flink.loop import FeedbackLoop
     from ..flink.routing import java_ints
-    from ..models.keras_adapter import KerasModelAdapter, check_model_argument, load_model
+    from ..models import check_model_argument
 
-    if not isinstance(events, DataStream):
-        raise ConfigError(f"events must be a pyflink DataStream of event texts. Received: {type(events).__name__}")
     if not isinstance(config, ServeConfig):
         raise ConfigError(f"config must be a ServeConfig. Received: config={config!r}")
-    if not callable(parse):
-        raise ConfigError(f"parse must be a function of one event text. Received: parse={parse!r}")
-    updates = _updates_stream(updates)
-    if updates is not None and not isinstance(updates, DataStream):
-        raise ConfigError(f"updates must be a TrainOutput, its updates stream or None. Received: {type(updates).__name__}")
+    require_callable("parse", parse, "a function of one event text")
+    if not isinstance(check_model, bool):
+        raise ConfigError(f"check_model must be True or False. Received: check_model={check_model!r}")
     check_model_argument(model)
+    updates = _updates_stream(updates)  # a TrainOutput that publishes none is refused first
+    types.require_stream("events", events, Types.STRING(), "event texts (Types.STRING())")
+    if updates is not None:
+        types.require_stream("updates", updates, types.bytes_type(),
+                             "encoded model updates (a TrainOutput, its updates stream, or None)")
+    from ..models.keras_adapter import KerasModelAdapter, load_model
+
     shape = _jvm_parse_shape(KerasModelAdapter(load_model(model, seed=config.seed))) if check_model else None
     j_env = events._j_data_stream.getExecutionEnvironment()
     add_channel_jar(j_env)
