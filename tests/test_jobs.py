@@ -163,19 +163,22 @@ def test_drift_demo_with_two_replicas_detects_the_permutation_and_nothing_before
     # the last 15 training losses: a replica that began serving shortly before the drift needs
     # more batches to find it.
     every = 300
-    result = _run("drift_demo.py", "--every", str(every), "--drifts", "1", "--auto-window", "15",
+    # Auto mode alone: the demo's default second job, mode "train" on the same stream, is its
+    # reference curve, not part of what auto does (that "train" never serves nor detects:
+    # test_auto_mode.py, in-process).
+    result = _run("drift_demo.py", "--modes", "auto", "--every", str(every), "--drifts", "1", "--auto-window", "15",
                   "--auto-tolerance", "0.05", "--outdir", str(tmp_path), "--checkpoints-interval-s", "none")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     summary = json.load(open(tmp_path / "drift_demo.json"))
-    auto, always = summary["modes"]["auto"], summary["modes"]["train"]
-    assert summary["drift_points"] == [every] and auto["batches"] == always["batches"] == 2 * every
-    assert always["trained_share"] == 1.0 and auto["trained_share"] < 1.0 and auto["converged_at"], auto
+    auto = summary["modes"]["auto"]
+    assert summary["drift_points"] == [every] and auto["batches"] == 2 * every and list(summary["modes"]) == ["auto"]
+    assert auto["trained_share"] < 1.0 and auto["converged_at"], auto
     first = min(auto["converged_at"])
     assert first < every, auto  # serving before the drift, so the drift is there to detect
     assert [d for d in auto["detections"] if d < every] == [], auto  # no false alarm from a fixed model
     delay = auto["detection_delays"][0]
     assert delay is not None and delay < (10 if every - first >= 40 else 40), auto
-    assert always["detections"] == [] and os.path.getsize(tmp_path / "drift_demo.png") > 10_000
+    assert os.path.getsize(tmp_path / "drift_demo.png") > 10_000
     # what makes it so, whatever the timing: every serving phase predicts with one model version
     batches = [m for m in _json_lines(tmp_path / "auto", "metrics") if m["phase"] == "batch"]
     for replica in (0, 1):
