@@ -387,3 +387,64 @@ def large_teacher_batch(index):
     from pyflink_tensair.datasets.teacher import teacher_classification_batch
 
     return teacher_classification_batch(index, batch_size=512, features=FEATURES, classes=CLASSES, seed=0)
+
+
+def run_job_here(script: str, *args: str):
+    """``python jobs/<script> <args>`` run in this process: the job's own ``main(argv)``, its output
+    captured, its exit status as its process's would be (0; 2 with a one-line error for a
+    TensairError or a bad flag, as ``main_guard`` and argparse give it). What does not come from
+    the job itself, Flink's JVM and the TensorFlow its replicas import, is already up in this
+    process after its first job: a job then costs its batches, where a process of its own pays
+    about 17 s to start (tests/test_jobs.py's quickstart still runs as a person runs it, as a process)."""
+    import contextlib
+    import importlib.util
+    import io
+    import subprocess
+    import sys
+
+    import cloudpickle
+
+    from pyflink_tensair.errors import TensairError
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jobs", script)
+    name = f"tensair_job_{os.path.splitext(script)[0]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # the job's own functions go to the replicas by value, as from a script
+    spec.loader.exec_module(module)
+    cloudpickle.register_pickle_by_value(module)
+    out, err, status = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            module.main(list(args))
+        except TensairError as error:
+            print(f"error: {error}", file=sys.stderr)
+            status = 2
+        except SystemExit as exit_:
+            status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    return subprocess.CompletedProcess([script, *args], status, out.getvalue(), err.getvalue())
+
+
+def run_code_here(code: str, cwd):
+    """``python -c <code>`` run in this process, in folder ``cwd``, as :func:`run_job_here` runs a
+    job: a snippet of the docs as written, its output captured (its functions are ``__main__``'s,
+    which go to the replicas by value, as from ``python -c``)."""
+    import contextlib
+    import io
+    import subprocess
+    import traceback
+
+    out, err, status, here = io.StringIO(), io.StringIO(), 0, os.getcwd()
+    os.chdir(str(cwd))
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                exec(compile(code, "<snippet>", "exec"), {"__name__": "__main__"})
+            except SystemExit as exit_:
+                status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+            except Exception:  # as the process would: the traceback on stderr, status 1
+                traceback.print_exc()
+                status = 1
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(["python", "-c", code], status, out.getvalue(), err.getvalue())

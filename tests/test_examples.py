@@ -4,18 +4,15 @@ snippet (which is also ``train``'s docstring example) and ``to_batches``' docstr
 import inspect
 import os
 import re
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 pytest.importorskip("pyflink")
 
-from pyflink_tensair import cluster, to_batches, train  # noqa: E402
+from pyflink_tensair import to_batches, train  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-pytestmark = pytest.mark.flink
 
 
 def readme_snippet() -> str:
@@ -31,11 +28,6 @@ def docstring_example(function) -> str:
     return textwrap.dedent(block).strip() + "\n"
 
 
-def run_python(code: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=str(cwd),
-                          env=cluster.client_environment())
-
-
 def test_the_readme_snippet_is_trains_docstring_example():
     assert docstring_example(train) == readme_snippet()
 
@@ -43,9 +35,12 @@ def test_the_readme_snippet_is_trains_docstring_example():
 # The snippet itself runs in test_installed_wheel.py, from the installed wheel, outside the checkout.
 
 
+@pytest.mark.flink
 def test_the_to_batches_example_runs_as_written(tmp_path):
+    from flink_harness import run_code_here
+
     example = docstring_example(to_batches)
-    result = run_python(example, tmp_path)
+    result = run_code_here(example, tmp_path)  # as written, in this process
     assert result.returncode == 0, result.stderr[-3000:]
     expected = re.search(r"# (\[.*\])$", example, re.M).group(1)
     assert result.stdout.strip().splitlines()[-1] == expected

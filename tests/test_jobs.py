@@ -15,15 +15,22 @@ from pyflink_tensair import cluster  # noqa: E402
 from pyflink_tensair.datasets.teacher import encoded_teacher_batch  # noqa: E402
 from pyflink_tensair.models import zoo  # noqa: E402
 
-from flink_harness import read_results, sequential_reference  # noqa: E402
+from flink_harness import read_results, run_job_here, sequential_reference  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.flink
 
 
 def _run(script, *args, timeout=600):
+    """The job as a person runs it: a process of its own."""
     return subprocess.run([sys.executable, os.path.join(ROOT, "jobs", script), *args], capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT, env=cluster.client_environment())
+
+
+def _run_here(script, *args):
+    """The job's main(argv) in this process (flink_harness.run_job_here): the same job without a
+    process's start. The quickstart's test runs the other way, as a process."""
+    return run_job_here(script, *args)
 
 
 def test_quickstart_synchronous_run_matches_sequential_sgd(tmp_path):
@@ -71,7 +78,7 @@ def test_image_classification_on_digits_then_continued_from_the_saved_model(tmp_
     from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
 
     saved, summary_path = tmp_path / "digits.keras", tmp_path / "summary.json"
-    result = _run("image_classification.py", "--replicas", "2", "--staleness-bound", "0", "--passes", "2",
+    result = _run_here("image_classification.py", "--replicas", "2", "--staleness-bound", "0", "--passes", "2",
                   "--batch-size", "64", "--outdir", str(tmp_path / "out"), "--summary", str(summary_path),
                   "--logdir", str(tmp_path / "tb"), "--save", str(saved), "--progress-every", "1",
                   "--exports-every-s", "2")
@@ -110,7 +117,7 @@ def test_image_classification_on_digits_then_continued_from_the_saved_model(tmp_
     assert exports[-1][0] == final.model_version == 23 and summary["latest_export"] == exports[-1][1]
     export_weights = KerasModelAdapter(load_model(exports[-1][1])).get_weights()
     assert weights_digest(export_weights) == weights_digest(final.weights)
-    result = _run("image_classification.py", "--replicas", "1", "--passes", "1", "--batch-size", "64",
+    result = _run_here("image_classification.py", "--replicas", "1", "--passes", "1", "--batch-size", "64",
                   "--model", exports[-1][1], "--outdir", str(tmp_path / "again"), "--summary", str(tmp_path / "again.json"))
     assert result.returncode == 0, result.stderr[-3000:]
     again = decode_final_model((tmp_path / "again" / "model-0-000000.bin").read_bytes())
@@ -130,7 +137,7 @@ def test_image_classification_reads_cifar10_binary_batches(tmp_path):
     images.write_cifar10(str(folder / "data_batch_1.bin"), x[:64], y[:64])
     images.write_cifar10(str(folder / "test_batch.bin"), x[64:], y[64:])
     summary_path = tmp_path / "summary.json"
-    result = _run("image_classification.py", "--data", f"cifar10:{folder}", "--replicas", "2", "--batch-size", "16",
+    result = _run_here("image_classification.py", "--data", f"cifar10:{folder}", "--replicas", "2", "--batch-size", "16",
                   "--passes", "2", "--outdir", str(tmp_path / "out"), "--summary", str(summary_path))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(summary_path.read_text())
@@ -142,7 +149,7 @@ def test_image_classification_reads_cifar10_binary_batches(tmp_path):
 def test_image_classification_refuses_a_model_of_another_input_shape(tmp_path):
     model = zoo.quickstart_classifier()
     model.save(str(tmp_path / "mlp.keras"))
-    result = _run("image_classification.py", "--model", str(tmp_path / "mlp.keras"), timeout=120)
+    result = _run_here("image_classification.py", "--model", str(tmp_path / "mlp.keras"))
     assert result.returncode == 2
     assert "takes inputs of shape (20,), but digits images are (8, 8, 1)" in result.stderr, result.stderr[-2000:]
 
@@ -166,7 +173,7 @@ def test_drift_demo_with_two_replicas_detects_the_permutation_and_nothing_before
     # Auto mode alone: the demo's default second job, mode "train" on the same stream, is its
     # reference curve, not part of what auto does (that "train" never serves nor detects:
     # test_auto_mode.py, in-process).
-    result = _run("drift_demo.py", "--modes", "auto", "--every", str(every), "--drifts", "1", "--auto-window", "15",
+    result = _run_here("drift_demo.py", "--modes", "auto", "--every", str(every), "--drifts", "1", "--auto-window", "15",
                   "--auto-tolerance", "0.05", "--outdir", str(tmp_path), "--checkpoints-interval-s", "none")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     summary = json.load(open(tmp_path / "drift_demo.json"))
@@ -192,7 +199,7 @@ def test_clicks_learns_from_ids_the_stream_brings_in_tables_smaller_than_its_ids
     # change hands all along, and the held-out AUC (ids through the final model's maps) must beat
     # chance clearly (the in-process benchmark reaches 0.75 over 500,000 events).
     summary_path, saved = tmp_path / "summary.json", str(tmp_path / "clicks.keras")
-    result = _run("clicks.py", "--events", "40000", "--capacity", "1000", "--replicas", "2", "--staleness-bound", "0",
+    result = _run_here("clicks.py", "--events", "40000", "--capacity", "1000", "--replicas", "2", "--staleness-bound", "0",
                   "--holdout", "4000", "--outdir", str(tmp_path / "out"), "--summary", str(summary_path),
                   "--checkpoints-interval-s", "none", "--save", saved)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]

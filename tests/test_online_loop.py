@@ -4,14 +4,11 @@ and jobs/online_loop.py's accounting (every event and every label ends in exactl
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 pytest.importorskip("pyflink")
 
-from pyflink_tensair import cluster  # noqa: E402
 from pyflink_tensair.datasets.clicks import ClickStream  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,8 +21,9 @@ def guide_snippet() -> str:
 
 
 def test_the_guides_serving_snippet_runs_and_serves_newer_versions_as_training_goes(tmp_path):
-    result = subprocess.run([sys.executable, "-c", guide_snippet()], capture_output=True, text=True, timeout=600,
-                            cwd=str(tmp_path), env=cluster.client_environment())
+    from flink_harness import run_code_here
+
+    result = run_code_here(guide_snippet(), tmp_path)  # as written, in this process
     assert result.returncode == 0, result.stderr[-3000:]
     found = re.search(r"events answered: (\d+) by model versions: (\d+)", result.stdout)
     assert found, result.stdout[-2000:]
@@ -202,10 +200,11 @@ def test_serve_refuses_what_it_cannot_use():
 
 def test_the_online_loop_job_accounts_for_every_event_and_label(tmp_path):
     summary_path = tmp_path / "summary.json"
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "jobs", "online_loop.py"), "--events", "600",
-                             "--events-per-s", "100", "--warmup-s", "0", "--outdir", str(tmp_path / "out"), "--summary", str(summary_path),
-                             "--checkpoints-interval-s", "none", "--progress-every", "30"],
-                            capture_output=True, text=True, timeout=900, env=cluster.client_environment())
+    from flink_harness import run_job_here
+
+    result = run_job_here("online_loop.py", "--events", "600", "--events-per-s", "100", "--warmup-s", "0",
+                          "--outdir", str(tmp_path / "out"), "--summary", str(summary_path),
+                          "--checkpoints-interval-s", "none", "--progress-every", "30")
     assert result.returncode == 0, result.stderr[-3000:]
     s = json.loads(summary_path.read_text())
     assert s["events_served"] == s["frozen_served"] == 600
