@@ -375,20 +375,6 @@ def write_topic_corpus(folder, lines=1500, seed=0):
     return folder
 
 
-def teacher_batch(index):
-    """Batch ``index`` of the teacher stream as a Batch (for ``batch_source``)."""
-    from pyflink_tensair.datasets.teacher import teacher_classification_batch
-
-    return teacher_classification_batch(index, batch_size=32, features=FEATURES, classes=CLASSES, seed=0)
-
-
-def large_teacher_batch(index):
-    """Like :func:`teacher_batch`, 512 rows (40 KB): few fit in Flink's network buffers."""
-    from pyflink_tensair.datasets.teacher import teacher_classification_batch
-
-    return teacher_classification_batch(index, batch_size=512, features=FEATURES, classes=CLASSES, seed=0)
-
-
 def run_job_here(script: str, *args: str):
     """``python jobs/<script> <args>`` run in this process: the job's own ``main(argv)``, its output
     captured, its exit status as its process's would be (0; 2 with a one-line error for a
