@@ -98,6 +98,7 @@ class FailureAfterCheckpoint:
         self.marker_dir, self.checkpoint_dir, self.metrics_dir = marker_dir, checkpoint_dir, metrics_dir
         self.replicas, self.times, self.hold_s, self.patience_s = replicas, times, hold_s, patience_s
         self._after = None  # the highest checkpoint number there was once every replica had trained
+        self._gave_up = False  # they never trained within patience_s: the test fails on the missing marker
 
     def failed(self) -> int:
         return len(glob.glob(os.path.join(self.marker_dir, "failed-*")))
@@ -105,8 +106,8 @@ class FailureAfterCheckpoint:
     def _trained(self) -> bool:
         seen = set()
         for path in glob.glob(os.path.join(self.metrics_dir, "metrics-*.jsonl")):
-            with open(path) as f:
-                seen |= {json.loads(line)["replica"] for line in f if '"phase":"batch"' in line}
+            with open(path) as f:  # whole lines only: the sink may be writing one
+                seen |= {json.loads(line)["replica"] for line in f if line.endswith("\n") and '"phase":"batch"' in line}
         return len(seen) >= self.replicas
 
     def _checkpoints(self, completed: bool) -> List[int]:
@@ -127,12 +128,16 @@ class FailureAfterCheckpoint:
         from pyflink_tensair.waiting import WaitTimeout, wait_until
 
         failed = self.failed()
-        if failed >= self.times:
+        if failed >= self.times or self._gave_up:
             return False
         if failed:
             return True
         try:  # the replicas train on what came before: hold this record until they have
             wait_until(self._trained, self.patience_s, interval_s=0.05, what="every replica to train")
+        except WaitTimeout:
+            self._gave_up = True
+            return False
+        try:
             return bool(wait_until(self._checkpointed, self.hold_s, interval_s=0.05, what="a checkpoint"))
         except WaitTimeout:
             return False
@@ -375,62 +380,65 @@ def write_topic_corpus(folder, lines=1500, seed=0):
     return folder
 
 
-def run_job_here(script: str, *args: str):
-    """``python jobs/<script> <args>`` run in this process: the job's own ``main(argv)``, its output
-    captured, its exit status as its process's would be (0; 2 with a one-line error for a
-    TensairError or a bad flag, as ``main_guard`` and argparse give it). What does not come from
-    the job itself, Flink's JVM and the TensorFlow its replicas import, is already up in this
-    process after its first job: a job then costs its batches, where a process of its own pays
-    about 17 s to start (tests/test_jobs.py's quickstart still runs as a person runs it, as a process)."""
+def _as_a_process(run, argv: list, cwd: str):
+    """``run()`` in folder ``cwd`` with its output captured, reported as a process's would be: status
+    0; a SystemExit's code; 2 and ``error: ...`` for a TensairError (as a job's ``main_guard`` gives
+    it); 1 and the traceback for anything else."""
     import contextlib
-    import importlib.util
     import io
     import subprocess
     import sys
-
-    import cloudpickle
+    import traceback
 
     from pyflink_tensair.errors import TensairError
-
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jobs", script)
-    name = f"tensair_job_{os.path.splitext(script)[0]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # the job's own functions go to the replicas by value, as from a script
-    spec.loader.exec_module(module)
-    cloudpickle.register_pickle_by_value(module)
-    out, err, status = io.StringIO(), io.StringIO(), 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            module.main(list(args))
-        except TensairError as error:
-            print(f"error: {error}", file=sys.stderr)
-            status = 2
-        except SystemExit as exit_:
-            status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-    return subprocess.CompletedProcess([script, *args], status, out.getvalue(), err.getvalue())
-
-
-def run_code_here(code: str, cwd):
-    """``python -c <code>`` run in this process, in folder ``cwd``, as :func:`run_job_here` runs a
-    job: a snippet of the docs as written, its output captured (its functions are ``__main__``'s,
-    which go to the replicas by value, as from ``python -c``)."""
-    import contextlib
-    import io
-    import subprocess
-    import traceback
 
     out, err, status, here = io.StringIO(), io.StringIO(), 0, os.getcwd()
     os.chdir(str(cwd))
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                exec(compile(code, "<snippet>", "exec"), {"__name__": "__main__"})
+                run()
             except SystemExit as exit_:
-                status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-            except Exception:  # as the process would: the traceback on stderr, status 1
+                code = exit_.code
+                status = code if isinstance(code, int) else (0 if code is None else 1)
+                if not isinstance(code, (int, type(None))):
+                    print(code, file=sys.stderr)
+            except TensairError as error:
+                print(f"error: {error}", file=sys.stderr)
+                status = 2
+            except Exception:
                 traceback.print_exc()
                 status = 1
     finally:
         os.chdir(here)
-    return subprocess.CompletedProcess(["python", "-c", code], status, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(argv, status, out.getvalue(), err.getvalue())
+
+
+def run_job_here(script: str, *args: str):
+    """``python jobs/<script> <args>`` from the checkout's root, run in this process: the job's own
+    ``main(argv)``, reported as its process would be (:func:`_as_a_process`). What does not come
+    from the job itself, Flink's JVM and the TensorFlow its replicas import, is already up in this
+    process after its first job: a job then costs its batches, where a process of its own pays
+    about 17 s to start (tests/test_jobs.py's quickstart still runs as a person runs it, as a process)."""
+    import importlib.util
+    import sys
+
+    import cloudpickle
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    name = f"tensair_job_{os.path.splitext(script)[0]}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(root, "jobs", script))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module  # the job's own functions go to the replicas by value, as from a script
+        cloudpickle.register_pickle_by_value(module)
+    return _as_a_process(lambda: sys.modules[name].main(list(args)), [script, *args], root)
+
+
+def run_code_here(code: str, cwd):
+    """``python -c <code>`` run in this process, in folder ``cwd``, as :func:`run_job_here` runs a
+    job: a snippet of the docs as written (its functions are ``__main__``'s, which go to the
+    replicas by value, as from ``python -c``)."""
+    return _as_a_process(lambda: exec(compile(code, "<snippet>", "exec"), {"__name__": "__main__"}),
+                         ["python", "-c", code], cwd)

@@ -113,11 +113,12 @@ CHECKPOINTED_JOB = textwrap.dedent("""
     work = os.path.abspath(sys.argv[1])
     checkpoints = os.path.join(work, "checkpoints")
 
-    def trained():  # every replica wrote a batch's metrics
+    def trained():  # every replica wrote a batch's metrics (whole lines: a file may be mid-write)
         lines = [line for path in glob.glob(os.path.join(work, "out", "metrics-*.jsonl")) for line in open(path)]
-        return {Metrics.from_json(line).replica for line in lines if '"phase":"batch"' in line} == {0, 1}
+        return {Metrics.from_json(line).replica for line in lines
+                if line.endswith("\\n") and '"phase":"batch"' in line} == {0, 1}
 
-    def checkpoints(completed):
+    def checkpoint_numbers(completed):
         found = glob.glob(os.path.join(checkpoints, "*", "chk-*", "_metadata" if completed else ""))
         return [int(p.rstrip(os.sep).split(os.sep)[-2 if completed else -1][4:]) for p in found]
 
@@ -127,7 +128,7 @@ CHECKPOINTED_JOB = textwrap.dedent("""
             time.sleep(0.05)
         return done
 
-    after = []  # the highest checkpoint folder once every replica had trained
+    after = []  # the highest checkpoint folder once every replica had trained (None: they never did)
 
     def make(index):
         # Fails once, at the first batch from FAIL_AT on that is made once both replicas trained and
@@ -135,9 +136,9 @@ CHECKPOINTED_JOB = textwrap.dedent("""
         # triggers it). It holds a batch until they trained, however long their start takes, and
         # then at most a second at a time: the source's task takes its barrier only between batches.
         if index >= FAIL_AT and not os.path.exists(os.path.join(work, "failed")):
-            if not after and wait(trained, 300):
-                after.append(max(checkpoints(False), default=0))
-            if after and wait(lambda: any(n > after[0] for n in checkpoints(True)), 1.0):
+            if not after:
+                after.append(max(checkpoint_numbers(False), default=0) if wait(trained, 300) else None)
+            if after[0] is not None and wait(lambda: any(n > after[0] for n in checkpoint_numbers(True)), 1.0):
                 open(os.path.join(work, "failed"), "w").write(str(index))
                 raise RuntimeError(f"injected failure at batch {index}")
         return teacher_classification_batch(index, batch_size=32, features=20, classes=4, seed=0)

@@ -100,7 +100,7 @@ def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: f
     if not isinstance(env, StreamExecutionEnvironment):
         raise ConfigError(f"env must be a pyflink StreamExecutionEnvironment. Received: env={env!r:.100}")
     use_this_interpreter(env)
-    numbers = number_sequence(env, 0, count - 1, name=f"{name}: batch numbers", uid=f"{name}-batch-numbers")
+    numbers = number_sequence(env, 0, int(count) - 1, name=f"{name}: batch numbers", uid=f"{name}-batch-numbers")
     made = mapped(numbers, paced, types.bytes_type(), config.python_in)
     return (made.name(f"{name}: make batches" + (f" at {rate:g}/s" if rate else "")).uid(f"{name}-make-batches")
             .set_parallelism(1))
