@@ -134,15 +134,15 @@ def _batch_sizes(outdir) -> dict:
     return sizes
 
 
-@pytest.mark.cluster
-def test_two_replicas_train_from_a_topic_with_flink_run(kafka_broker, flink_cluster, tmp_path):
+def test_two_replicas_train_from_a_topic_and_set_its_bad_records_aside(kafka_broker, tmp_path):
+    """The image job from a topic on a local mini-cluster (the same job from Kafka with `flink run`
+    on the cluster: the recovery test below)."""
     topic = f"digits-{int(time.time())}"
     assert _fill(kafka_broker, topic, 400, BAD_RECORDS) == 400
     summary_path = tmp_path / "summary.json"
-    result = cluster.submit(flink_cluster, [IMAGES, "--source", "kafka", "--bootstrap-servers", kafka_broker,
-                                                "--topic", topic, "--replicas", "2", "--batch-size", "8",
-                                                "--summary", str(summary_path), "--outdir", str(tmp_path / "out")],
-                            timeout=600)
+    result = _run_job(IMAGES, "--source", "kafka", "--bootstrap-servers", kafka_broker, "--topic", topic,
+                      "--replicas", "2", "--batch-size", "8", "--summary", str(summary_path),
+                      "--outdir", str(tmp_path / "out"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(summary_path.read_text())
     # 403 records in chunks of 8 (text_batches): a bad record leaves its batch one record short
