@@ -38,7 +38,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _quick_tests_start_no_jvm(request, monkeypatch):
     """A quick test that would launch PyFlink's JVM (a Flink job, or just the gateway) fails, naming
-    the markers it lacks: the quick tier stays free of Flink by construction, not by a list."""
+    the markers it lacks: the quick tier stays free of Flink by construction, not by a list. (In a
+    full run a costly test may have launched the JVM before: the guard bites in `-m quick` runs.)"""
     if request.node.get_closest_marker("quick") is None:
         return
     try:
