@@ -84,6 +84,13 @@ def require_choice(name: str, value: Any, choices: Iterable[str]):
     return value
 
 
+def require_bool(name: str, value: Any) -> bool:
+    """``value`` if it is ``True`` or ``False`` (not a truthy 1 or "yes")."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be True or False. Received: {name}={value!r}")
+    return value
+
+
 def require_callable(name: str, value: Any, what: str, *, optional: bool = False):
     """``value`` if it is callable (``what`` says what it must be: ``"a function of one record"``),
     or ``None`` when ``optional``."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..config import TrainConfig, as_train_config
 from ..errors import ConfigError, ProtocolError
-from ..validation import require_callable, require_int
+from ..validation import require_bool, require_callable, require_int
 from . import wire
 from .events import Broadcast, FinalModel, Metrics, ModeChange, Prediction
 from .messages import Batch, DeadLetter
@@ -106,8 +106,7 @@ def simulate(make_model: Callable[[int], TrainableModel], batches: Sequence[Batc
     require_callable("make_model", make_model, "a function of the replica id, returning a model")
     if not isinstance(batches, collections.abc.Sequence) or isinstance(batches, (str, bytes)):
         raise ConfigError(f"batches must be a sequence of Batch (a list). Received: batches={batches!r:.100}")
-    if not isinstance(through_wire, bool):
-        raise ConfigError(f"through_wire must be True or False. Received: through_wire={through_wire!r}")
+    require_bool("through_wire", through_wire)
     replicas = config.replicas
     nodes = [Replica(r, make_model(r), config) for r in range(replicas)]
     result = SimulationResult(nodes)

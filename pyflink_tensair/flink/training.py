@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from ..config import TrainConfig, as_train_config
 from ..errors import ConfigError, ModelError
-from ..validation import require_callable, require_number
+from ..validation import require_bool, require_callable, require_number
 from . import types
 from .checkpointing import replica_operator
 from .functions import ReplicaFunction
@@ -155,8 +155,7 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
     check_model_argument(model)
     require_callable("probe", probe, "a function of the Keras model", optional=True)
     require_number("probe_every_s", probe_every_s, above=0, unit="seconds")
-    if not isinstance(check_model, bool):
-        raise ConfigError(f"check_model must be True or False. Received: check_model={check_model!r}")
+    require_bool("check_model", check_model)
     if sample is not None and not isinstance(sample, Batch):
         raise ConfigError(f"sample must be a Batch or None. Received: sample={sample!r:.100}")
     loop = FeedbackLoop(batches, config)  # checks the batches' type; prepares the environment

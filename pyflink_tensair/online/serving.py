@@ -50,7 +50,7 @@ from pyflink.datastream import CoProcessFunction, OutputTag, ProcessFunction
 from ..config import PythonIn, ServeConfig
 from ..core.messages import DeadLetter, preview
 from ..errors import ConfigError, WireFormatError
-from ..validation import require_callable
+from ..validation import require_bool, require_callable
 
 if TYPE_CHECKING:
     from pyflink.datastream import DataStream
@@ -421,8 +421,7 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
     if not isinstance(config, ServeConfig):
         raise ConfigError(f"config must be a ServeConfig. Received: config={config!r}")
     require_callable("parse", parse, "a function of one event text")
-    if not isinstance(check_model, bool):
-        raise ConfigError(f"check_model must be True or False. Received: check_model={check_model!r}")
+    require_bool("check_model", check_model)
     check_model_argument(model)
     updates = _updates_stream(updates)  # a TrainOutput that publishes none is refused first
     types.require_stream("events", events, Types.STRING(), "event texts (Types.STRING())")
