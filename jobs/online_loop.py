@@ -57,8 +57,11 @@ class Paced:
     server each, the first to answer): a live stream does not wait for TensorFlow to load, and its first minute
     would otherwise reach the job as one burst, answered by the starting model."""
 
-    def __init__(self, stream: ClickStream, kind: str, ready: tuple = (), settle_s: float = 0.0):
+    def __init__(self, stream: ClickStream, kind: str, ready: tuple = (), settle_s: float = 0.0,
+                 unpaced_after_restore: bool = False):
         self._stream, self._kind, self._ready, self._settle_s, self._start = stream, kind, ready, settle_s, None
+        self._unpaced_after_restore = unpaced_after_restore
+        self._paced = True
 
     def _wait_until_ready(self) -> None:
         deadline = time.time() + READY_WAIT_S
@@ -70,15 +73,18 @@ class Paced:
         stream = self._stream
         at = stream.event_time_ms(n) if self._kind == "event" else stream.label_time_ms(n)
         if self._start is None:
+            # a first record past the stream's first: the numbers resumed from a checkpoint
+            self._paced = not (self._unpaced_after_restore and n > 0)
             self._wait_until_ready()
             self._start = time.time() - stream.wall_s(at)
         wait = self._start + stream.wall_s(at) - time.time()
-        if wait > 0:
+        if wait > 0 and self._paced:
             time.sleep(wait)
         return stream.event_text(n) if self._kind == "event" else stream.label_text(n)
 
 
-def timed_source(env, stream: ClickStream, kind: str, count: int, ready: tuple, settle_s: float):
+def timed_source(env, stream: ClickStream, kind: str, count: int, ready: tuple, settle_s: float,
+                 unpaced_after_restore: bool = False):
     from pyflink.common import Duration, Types, WatermarkStrategy
     from pyflink.common.watermark_strategy import TimestampAssigner
 
@@ -89,7 +95,7 @@ def timed_source(env, stream: ClickStream, kind: str, count: int, ready: tuple, 
             return int(json.loads(value)["t"])
 
     texts = (number_sequence(env, 0, count - 1, name=f"online: {kind} numbers", uid=f"online-{kind}-numbers")
-             .map(Paced(stream, kind, ready, settle_s), output_type=Types.STRING()).set_parallelism(1).name(f"online: {kind}s").uid(f"online-{kind}s"))
+             .map(Paced(stream, kind, ready, settle_s, unpaced_after_restore), output_type=Types.STRING()).set_parallelism(1).name(f"online: {kind}s").uid(f"online-{kind}s"))
     strategy = (WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(0))
                 .with_timestamp_assigner(JsonTime()))
     return (texts.assign_timestamps_and_watermarks(strategy).set_parallelism(1).name(f"online: {kind} times")
@@ -121,6 +127,9 @@ def parse_args(argv):
     parser.add_argument("--warmup-s", type=flags.at_least(0, float, "warmup_s"), default=15.0,
                         help="seconds the stream waits after the servers have answered their first events, while "
                              "the rest of the job starts (default 15)")
+    parser.add_argument("--unpaced-after-restore", action="store_true",
+                        help="after a restore, the rest of the stream comes as fast as the job takes it (a "
+                             "recovery test need not wait out the clock; the counts, in stream time, are the same)")
     flags.add_job_arguments(parser, batches=None, batch_size=16, window=20, config=JOB_CONFIG)
     return flags.parse_job_arguments(parser, argv)
 
@@ -204,8 +213,8 @@ def main(argv=None):
                   for p in glob.glob(os.path.join(outdir, f"{prefix}-*.jsonl"))):
         os.remove(stale)  # the writers append: an earlier run's results must not mix in
     ready = (ready_file(outdir, "served"), ready_file(outdir, "frozen"))
-    events = timed_source(env, stream, "event", stream.events, ready, args.warmup_s)
-    labels = timed_source(env, stream, "label", stream.labels, ready, args.warmup_s)
+    events = timed_source(env, stream, "event", stream.events, ready, args.warmup_s, args.unpaced_after_restore)
+    labels = timed_source(env, stream, "label", stream.labels, ready, args.warmup_s, args.unpaced_after_restore)
     warmup = (number_sequence(env, 0, WARMUP_EVENTS - 1, name="online: warm-up numbers", uid="online-warmup-numbers")
               .map(functools.partial(warmup_event, features=stream.features), output_type=Types.STRING())
               .name("online: warm-up events").uid("online-warmup-events"))
