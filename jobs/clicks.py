@@ -39,7 +39,7 @@ from pyflink_tensair.datasets.zipf_clicks import ZipfClicks
 from pyflink_tensair.embeddings import IdColumnBatches
 from pyflink_tensair.embeddings.maps import id_maps
 from pyflink_tensair.embeddings.window import DEFAULT_SIZE
-from pyflink_tensair.flink.batching import Pacer
+from pyflink_tensair.flink.pacing import Pacer
 from pyflink_tensair.errors import DataError
 from pyflink_tensair.models import zoo
 

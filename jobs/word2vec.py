@@ -60,7 +60,7 @@ from pyflink_tensair.word2vec import evaluation
 from pyflink_tensair.word2vec.probe import neighbours_probe
 from pyflink_tensair.embeddings.maps import id_maps
 from pyflink_tensair.embeddings.window import DEFAULT_SIZE
-from pyflink_tensair.flink.batching import Pacer
+from pyflink_tensair.flink.pacing import Pacer
 from pyflink_tensair.word2vec.growing import MIN_COUNT, WORDS, GrowingVocabulary
 from pyflink_tensair.word2vec.stream import CorpusBatches
 from pyflink_tensair.word2vec.vocabulary import Vocabulary

@@ -35,7 +35,7 @@ _NAMES = {
     "JavaToolchainError": ".errors", "ClusterError": ".errors", "ModelError": ".errors", "ProtocolError": ".errors", "TensairError": ".errors",
     "WireFormatError": ".errors", "BadInputError": ".errors",
     "train": ".flink.training", "TrainOutput": ".flink.training", "to_batches": ".flink.batching",
-    "text_batches": ".flink.batching", "KafkaError": ".errors",
+    "text_batches": ".flink.batching", "batches_from_table": ".flink.table_batches", "KafkaError": ".errors",
     "batch_source": ".flink.sources", "keras_model": ".flink.results", "keras_models": ".flink.results",
     "averaged_keras_model": ".flink.results",
     "decode_prediction": ".flink.types", "decode_final_model": ".flink.types",
@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
                          JavaToolchainError, KafkaError, ModelError, ProtocolError, TensairError,
                          WireFormatError)
     from .flink.batching import text_batches, to_batches
+    from .flink.table_batches import batches_from_table
     from .flink.results import averaged_keras_model, keras_model, keras_models
     from .flink.sources import batch_source
     from .flink.training import TrainOutput, train

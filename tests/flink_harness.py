@@ -227,15 +227,48 @@ def _mixed_record(index):
     return _record(index - sum(1 for bad in BAD_RECORDS if bad < index))
 
 
-def single_records(env, count: int, *, mixed: bool = False, name: str = "records"):
+# A bad record in JSON text: its reason where the text reads otherwise than the Python object does
+JSON_REASONS = {20: "not_a_record"}  # '"a line of text"' is JSON, but not an object with "x"
+
+
+def _json_record(index, mixed=False):
+    record = _mixed_record(index) if mixed else _record(index)
+    if isinstance(record, str):
+        return json.dumps(record)
+    return json.dumps({"x": record[0]} if len(record) == 1 else {"x": record[0], "y": record[1]})
+
+
+def table_batches(env, count: int, batch_size: int, name: str):
+    """``batches_from_table`` of a table of the first ``count`` good records, one column per feature."""
+    from pyflink.table import StreamTableEnvironment
+
+    from pyflink_tensair import batches_from_table
+
+    t_env = StreamTableEnvironment.create(env)
+    columns = [f"f{i}" for i in range(FEATURES)]
+    table = t_env.from_elements([(*_record(i)[0], _record(i)[1]) for i in range(count)], columns + ["label"])
+    # one batcher: the rows in the table's order (a parallel one batches the rows that reach each subtask)
+    return batches_from_table(t_env, table, batch_size, features=columns, label="label", classes=CLASSES,
+                              parallelism=1, name=name)
+
+
+def single_records(env, count: int, *, mixed: bool = False, name: str = "records", kind: str = "pickled"):
     """A stream of ``(features, label)`` records, one per number; ``mixed``: the same good
-    records with BAD_RECORDS among them (``count`` good ones either way). ``name`` makes the uids."""
+    records with BAD_RECORDS among them (``count`` good ones either way). ``name`` makes the uids.
+    ``kind``: Python objects (``"pickled"``), Java tuples of doubles and a long (``"typed"``, not
+    mixed), or JSON text (``"json"``)."""
     from pyflink.common import Types
 
     total = count + (len(BAD_RECORDS) if mixed else 0)
     numbers = number_sequence(env, 0, total - 1, name=f"{name} numbers", uid=f"{name}-numbers")
-    return (numbers.map(_mixed_record if mixed else _record, output_type=Types.PICKLED_BYTE_ARRAY())
-            .name(name).uid(name).set_parallelism(1))  # in order: a record's position is its number
+    if kind == "typed":
+        assert not mixed, "a typed stream cannot carry most bad records"
+        made = numbers.map(_record, output_type=Types.TUPLE([Types.PRIMITIVE_ARRAY(Types.DOUBLE()), Types.LONG()]))
+    elif kind == "json":
+        made = numbers.map(functools.partial(_json_record, mixed=mixed), output_type=Types.STRING())
+    else:
+        made = numbers.map(_mixed_record if mixed else _record, output_type=Types.PICKLED_BYTE_ARRAY())
+    return made.name(name).uid(name).set_parallelism(1)  # in order: a record's position is its number
 
 
 @dataclass

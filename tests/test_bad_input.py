@@ -66,6 +66,7 @@ JOIN = dict(events=STREAM, labels=STREAM, timeout_ms=1000)
 SCORE = dict(predictions=STREAM, records=STREAM)
 TEXT = dict(records=STREAM, batch_size=16, parse=json_example)
 RECORDS = dict(records=STREAM, batch_size=16)
+TABLE = dict(t_env=STREAM, table="clicks", batch_size=16, features=["f0", "f1"], label="clicked")
 SOURCE = dict(env=STREAM, count=10, make_batch=_batch)
 KAFKA = dict(env=STREAM, servers="127.0.0.1:9092", topic="digits")
 LINEAR = dict(make_model=lambda r: LinearModel(3), batches=[])
@@ -141,6 +142,15 @@ CASES = [
     case("to_batches-rate", pt.to_batches, "rate", "'5'", **RECORDS, rate="5"),
     case("to_batches-max_wait_ms", pt.to_batches, "max_wait_ms", "1.5", **RECORDS, max_wait_ms=1.5),
     case("to_batches-records-not-a-stream", pt.to_batches, "records", "'not a stream'", **RECORDS),
+    case("to_batches-parallelism", pt.to_batches, "parallelism", "0", **RECORDS, parallelism=0),
+    # batches_from_table
+    case("batches_from_table-batch_size", pt.batches_from_table, "batch_size", "0", **{**TABLE, "batch_size": 0}),
+    case("batches_from_table-features-empty", pt.batches_from_table, "features", "[]", **{**TABLE, "features": []}),
+    case("batches_from_table-features-int", pt.batches_from_table, "features", "3", **{**TABLE, "features": 3}),
+    case("batches_from_table-label", pt.batches_from_table, "label", "1", **{**TABLE, "label": 1}),
+    case("batches_from_table-classes", pt.batches_from_table, "classes", "0", **TABLE, classes=0),
+    case("batches_from_table-parallelism", pt.batches_from_table, "parallelism", "0", **TABLE, parallelism=0),
+    case("batches_from_table-t_env", pt.batches_from_table, "t_env", "'not a stream'", **TABLE),
     # batch_source
     case("batch_source-rate-text", pt.batch_source, "rate", "'5'", **SOURCE, rate="5"),
     case("batch_source-rate-nan", pt.batch_source, "rate", "nan", **SOURCE, rate=math.nan),

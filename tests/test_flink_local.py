@@ -12,7 +12,8 @@ from pyflink_tensair import PeerUpdates, TrainConfig  # noqa: E402
 from pyflink_tensair.testing import max_weight_diff  # noqa: E402
 
 from flink_harness import (CLASSES, Pipeline, Scenario, done_marker_after_three, garbage_after_three,  # noqa: E402
-                           read_results, run_scenarios, run_training, sequential_reference, single_records)
+                           read_results, run_scenarios, run_training, sequential_reference, single_records,
+                           table_batches)
 
 pytestmark = pytest.mark.flink
 
@@ -32,10 +33,13 @@ def _mode_scenarios(python_in, trainer_thread):
 
 
 def _records(name, count, batch_size, **kwargs):
-    """``to_batches`` of ``count`` single records (``mixed=`` as ``single_records`` takes it)."""
+    """``to_batches`` of ``count`` single records (``mixed=`` and ``kind=`` as ``single_records`` takes them)."""
     from pyflink_tensair import to_batches
+    from pyflink_tensair.kafka.source import json_example
 
-    extra = {"classes": CLASSES} if kwargs else {}
+    extra = {"classes": CLASSES} if "mixed" in kwargs else {}
+    if kwargs.get("kind") == "json":
+        extra["parse"] = json_example
     return lambda env: to_batches(single_records(env, count, name=f"{name} records", **kwargs),
                                   batch_size=batch_size, name=name, **extra)
 
@@ -84,6 +88,11 @@ def _shared_scenarios():
             Scenario(TrainConfig(replicas=2, name="badbatches"), 14, maker=bad_batches_among_good),
             Scenario(TrainConfig(replicas=2, staleness_bound=0, name="clean"), stream=_records("clean", 96, 8, mixed=False)),
             Scenario(TrainConfig(replicas=2, staleness_bound=0, name="mixed"), stream=_records("mixed", 96, 8, mixed=True)),
+            Scenario(TrainConfig(replicas=2, staleness_bound=0, name="mixed-json"),
+                     stream=_records("mixed-json", 96, 8, mixed=True, kind="json")),
+            Scenario(TrainConfig(replicas=2, staleness_bound=0, name="typed"), stream=_records("typed", 96, 8, kind="typed")),
+            Scenario(TrainConfig(replicas=2, staleness_bound=0, name="table"),
+                     stream=lambda env: table_batches(env, 96, 8, name="table")),
             Scenario(TrainConfig(replicas=1, name="records"), stream=_records("records", 50, 16)),
             *(Scenario(TrainConfig(replicas=2, staleness_bound=0, python_in=python_in, name=f"where-{python_in}"), 4,
                        probe=process_executable) for python_in in ("processes", "jvm")),
@@ -228,19 +237,33 @@ def test_a_message_in_the_batch_stream_fails_the_job_where_batches_are_routed(tm
     assert "the batch stream carried a pyflink_tensair record of kind 3, not a mini-batch" in text, text[-3000:]
 
 
-def test_bad_records_are_set_aside_and_the_synchronous_model_equals_the_clean_run(result):
-    """Issue 13: the good records are batched and dealt exactly as without the bad ones."""
-    from flink_harness import BAD_RECORDS
+@pytest.mark.parametrize("mixed", ["mixed", "mixed-json"])
+def test_bad_records_are_set_aside_and_the_synchronous_model_equals_the_clean_run(result, mixed):
+    """Issue 13: the good records are batched and dealt exactly as without the bad ones, whether
+    they come as Python objects (read in Python a chunk at a time) or as JSON text (read on the JVM)."""
+    from flink_harness import BAD_RECORDS, JSON_REASONS
 
-    clean, mixed = result("clean"), result("mixed")
+    clean, mixed_run = result("clean"), result(mixed)
     assert clean.dead_letters == []
-    letters = sorted((l.position, l.reason, l.what, l.stage) for l in mixed.dead_letters)
-    assert letters == [(n, reason, "record", "to_batches") for n, (reason, _) in sorted(BAD_RECORDS.items())]
-    assert sum(m.dead_letters for m in mixed.metrics if m.phase == "final") == len(BAD_RECORDS)
-    assert mixed.batch_ids_by_replica() == clean.batch_ids_by_replica() == {0: list(range(0, 12, 2)), 1: list(range(1, 12, 2))}
+    reasons = {n: JSON_REASONS.get(n, reason) if mixed == "mixed-json" else reason for n, (reason, _) in BAD_RECORDS.items()}
+    letters = sorted((l.position, l.reason, l.what, l.stage) for l in mixed_run.dead_letters)
+    assert letters == [(n, reason, "record", "to_batches") for n, reason in sorted(reasons.items())]
+    assert sum(m.dead_letters for m in mixed_run.metrics if m.phase == "final") == len(BAD_RECORDS)
+    assert mixed_run.batch_ids_by_replica() == clean.batch_ids_by_replica() == {0: list(range(0, 12, 2)), 1: list(range(1, 12, 2))}
     for r in (0, 1):
         for name, value in clean.models[r].weights.items():
-            np.testing.assert_array_equal(mixed.models[r].weights[name], value)
+            np.testing.assert_array_equal(mixed_run.models[r].weights[name], value)
+
+
+@pytest.mark.parametrize("rows", ["typed", "table"])
+def test_java_tuples_and_table_rows_are_batched_on_the_jvm_as_python_objects_are_in_python(result, rows):
+    """The same records as Java tuples of doubles and a long, and as a SQL table's rows (a column a
+    feature): the same batches, the same model."""
+    clean, typed = result("clean"), result(rows)
+    assert typed.dead_letters == [] and typed.batch_ids_by_replica() == clean.batch_ids_by_replica()
+    for r in (0, 1):
+        for name, value in clean.models[r].weights.items():
+            np.testing.assert_array_equal(typed.models[r].weights[name], value)
 
 
 # The credit gate that holds an unpaced source back for saturated replicas: test_cluster.py, where

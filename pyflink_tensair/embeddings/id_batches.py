@@ -37,7 +37,7 @@ class IdColumnBatches:
     """Chunk ``[n, records before it, record, ...]`` -> one encoded batch of ``columns`` rows and
     labels (and a dead letter per bad record). ``capacity``: ids per table (one number, or one per
     column); the model's tables need ``capacity + 1`` rows (row 0: ids without a row). ``pacer``:
-    an optional :class:`~pyflink_tensair.flink.batching.Pacer`."""
+    an optional :class:`~pyflink_tensair.flink.pacing.Pacer`."""
 
     def __init__(self, columns: Sequence[str], capacity: Union[int, Mapping[str, int]], *, min_count: int = 2,
                  expire_after: Optional[int] = None, notice_window: int = DEFAULT_SIZE, pacer=None):

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
-from typing import Callable, Dict, List, Optional, Sequence, Union, cast
+from typing import Callable, List, Optional, Sequence, cast
 
 import numpy as np
 from pyflink.common import Types
@@ -19,8 +18,10 @@ from ..errors import ConfigError
 from ..validation import is_int, require_callable, require_int, require_rate
 from . import types
 from .environment import add_channel_jar, use_this_interpreter
+from .chunk_batchers import TextChunkBatcher
 from .execution import in_jvm, keyed_process
 from .functions import END_OF_TIME
+from .pacing import Pacer
 
 
 def collate_pairs(records: Sequence) -> Batch:
@@ -190,10 +191,27 @@ def _checked_arguments(batch_size, features_shape, classes, max_wait_ms, parse, 
     return tuple(features_shape)
 
 
+def record_kind(records) -> str:
+    """How ``to_batches`` reads ``records``, by their Flink type: ``"text"`` (strings),
+    ``"rows"`` (Rows or Tuples: read on the JVM), ``"pickled"`` (Python objects, e.g.
+    ``env.from_collection``'s without a type: read in Python a chunk at a time) or ``"other"``."""
+    from pyflink.java_gateway import get_gateway
+
+    j_type = records._j_data_stream.getType()
+    if j_type.equals(Types.STRING().get_java_type_info()):
+        return "text"
+    if j_type.equals(Types.PICKLED_BYTE_ARRAY().get_java_type_info()):
+        return "pickled"
+    jvm = get_gateway().jvm
+    type_class = j_type.getTypeClass()
+    for kind in (jvm.org.apache.flink.types.Row, jvm.org.apache.flink.api.java.tuple.Tuple):
+        if kind._java_lang_class.isAssignableFrom(type_class):
+            return "rows"
+    return "other"
+
+
 def _is_text(records) -> bool:
-    """Whether ``records`` are strings, which the JVM's Python reads as they are (pickled Python
-    objects it cannot unpickle; other Flink types it was not tried with)."""
-    return records._j_data_stream.getType().equals(Types.STRING().get_java_type_info())
+    return record_kind(records) == "text"
 
 
 def _one_key(records, name: str):
@@ -219,42 +237,51 @@ def _one_key(records, name: str):
 def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch] = collate_pairs,
                max_wait_ms: Optional[int] = None, features_shape: Optional[Sequence[int]] = None,
                classes: Optional[int] = None, parse: Optional[Callable] = None, rate: float = 0.0,
-               config: Optional[TrainConfig] = None, name: str = "tensair"):
+               config: Optional[TrainConfig] = None, parallelism: Optional[int] = None, name: str = "tensair"):
     """Groups ``records`` into mini-batches of ``batch_size`` (the last one may be smaller).
 
-    ``collate`` turns a list of records into a :class:`~pyflink_tensair.Batch`. With
-    ``max_wait_ms``, a partial batch is also sent once its first record has waited that long, so a
-    slow stream still trains. Batches get consecutive ids. Runs as one subtask (batch order is
-    the arrival order). ``parse`` (optional) turns each record into what ``collate`` takes first,
-    e.g. :func:`~pyflink_tensair.kafka.source.json_example` for JSON text; a record it raises
-    ``ValueError``, ``TypeError``, ``KeyError``, ``IndexError`` or ``AttributeError`` on becomes a
-    dead letter (``not_a_record``). ``rate`` > 0 paces the batches (at most that many per second,
-    e.g. to replay a topic as a live stream, as ``batch_source`` does). The batcher runs where
-    ``config`` (the :class:`~pyflink_tensair.TrainConfig` of the ``train()`` it feeds) runs
-    Python: with ``python_in="jvm"`` (the default), text records (e.g. a Kafka source's strings)
-    are keyed and batched inside the TaskManager's JVM (no Beam bundle per record, which caps a
-    batcher in a worker process near 150 records/s here); records of any other type (pickled
-    Python objects, say) are batched in a Python worker process.
+    How the records are read depends on their Flink type, so that none crosses into Python on
+    its own (docs/ingestion.md has the figures):
 
-    With the default collate, the batcher's position and its partial batch are Flink state, so a
-    job restored from a checkpoint loses no record and batches none twice; with a custom
-    ``collate`` (records of any type, which Flink state would have to pickle) a partial batch
-    at a checkpoint is not in it.
+    - **Rows or Tuples** ``(features[, label])`` (e.g. ``env.from_collection(..., type_info=
+      Types.TUPLE([Types.PRIMITIVE_ARRAY(Types.DOUBLE()), Types.LONG()]))``, a table's rows:
+      :func:`~pyflink_tensair.batches_from_table`) and **JSON text** with
+      ``parse=``:func:`~pyflink_tensair.kafka.source.json_example` are batched on the JVM, each
+      batch encoded there: no Python at all before the replicas. This batcher runs at
+      ``parallelism`` (default: the records', chained to the operator that makes them, so a
+      parallel source gets one batcher per subtask; batch ``n`` of subtask ``s`` of ``p`` has id
+      ``s + p * n``).
+    - **Python objects** (PyFlink's pickled records, e.g. ``env.from_collection`` without a type,
+      NumPy features too) are grouped ``batch_size`` at a time on the JVM and cross into Python
+      once per group, where they are unpickled, parsed (``parse``, optional) and checked together.
+    - Other **text** (``parse=`` your own function, or none) is grouped on the JVM as
+      :func:`text_batches` groups it, and parsed and checked a group at a time.
 
     With the default collate every record is checked first: a record that is not
     ``(features, label)``, whose features are not numbers, are NaN or infinite or do not have
     ``features_shape`` (default: the first good record's shape), or whose label is missing, not
     a finite number or (with ``classes``) not one of ``0 .. classes - 1``, becomes a dead letter
-    (:class:`~pyflink_tensair.DeadLetter`, its position the record's index in this stream)
-    instead of part of a batch. It travels down the batch stream to ``train()``, which reports
-    it in ``TrainOutput.dead_letters`` (or fails the job, with ``Guards(bad_input="fail")``)
-    without giving it a replica's turn: the good records are batched, and dealt, exactly as
-    if the bad ones had not been there. A custom ``collate`` gets the records unchecked.
+    (:class:`~pyflink_tensair.DeadLetter`, its position the record's index in its batcher's
+    input) instead of part of a batch; ``parse`` raising ``ValueError``, ``TypeError``,
+    ``KeyError``, ``IndexError`` or ``AttributeError`` makes one too (``not_a_record``). It
+    travels down the batch stream to ``train()``, which reports it in ``TrainOutput.dead_letters``
+    (or fails the job, with ``Guards(bad_input="fail")``) without giving it a replica's turn.
+    For Rows, JSON text and Python objects the good records are batched, and dealt, exactly as if
+    the bad ones had not been there; for other text, a bad record leaves its batch one short. The
+    JVM reads JSON as Python's ``json`` and NumPy do, to the bit, except that it refuses strings
+    among the features (NumPy reads ``"1.5"`` as 1.5).
 
-    Records from ``env.from_collection`` need no ``type_info`` (they travel pickled; NumPy
-    features too); with one, use Java doubles, e.g. ``Types.TUPLE([Types.PRIMITIVE_ARRAY(
-    Types.DOUBLE()), Types.LONG()])`` (``Types.PICKLED_BYTE_ARRAY()`` fails there with a
-    ``ClassCastException``).
+    The batcher's position, its pending records and the shape it settled are Flink state, so a
+    job restored from a checkpoint loses no record and batches none twice. With ``max_wait_ms``
+    a partial batch is also sent once its first record has waited that long, so a slow stream
+    still trains. ``rate`` > 0 paces the batches (at most that many per second, e.g. to replay a
+    topic as a live stream, as ``batch_source`` does). Python work runs where ``config`` (the
+    :class:`~pyflink_tensair.TrainConfig` of the ``train()`` it feeds) runs Python.
+
+    A custom ``collate`` (a list of records to a :class:`~pyflink_tensair.Batch`) gets the records
+    unchecked, one Python call per record in one subtask, and its partial batch is not in the
+    checkpoints; records of any other Flink type are checked one Python call per record too: the
+    slow paths, for records no other way reads.
 
     Example (``tests/test_examples.py`` runs it)::
 
@@ -269,11 +296,26 @@ def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch]
     """
     shape = _checked_arguments(batch_size, features_shape, classes, max_wait_ms, parse, rate, optional=True)
     require_callable("collate", collate, "a function of a list of records, returning a Batch")
+    require_int("parallelism", parallelism, 1, optional=True)
     config = as_train_config(TrainConfig() if config is None else config)
     types.require_stream("records", records, None, "records (of any type; (features, label) for the default collate)")
     use_this_interpreter(records._j_data_stream.getExecutionEnvironment())
+    kind = record_kind(records)
+    if collate is collate_pairs:
+        if (kind == "text" and _is_json_example(parse)) or (kind == "rows" and parse is None):
+            return examples_on_the_jvm(records, batch_size, features_shape=shape, classes=classes,
+                                       max_wait_ms=max_wait_ms, rate=rate, parallelism=parallelism, name=name)
+        if kind == "text":
+            return text_batches(records, batch_size, parse=parse or _as_it_is, features_shape=shape, classes=classes,
+                                max_wait_ms=max_wait_ms, rate=rate, config=config, name=name)
+        if kind == "pickled":
+            return _pickled_batches(records, batch_size, parse, shape, classes, max_wait_ms, rate, config, name)
+    if parallelism not in (None, 1):
+        raise ConfigError("parallelism > 1 needs the default collate and records of JSON text or Rows. "
+                          f"Received: parallelism={parallelism} for {kind} records"
+                          + ("" if collate is collate_pairs else " and a custom collate"))
     batcher = _Batcher(batch_size, collate, max_wait_ms, shape, classes, parse, float(rate))
-    if in_jvm(config.python_in) and _is_text(records):
+    if in_jvm(config.python_in) and kind == "text":
         add_channel_jar(records._j_data_stream.getExecutionEnvironment())  # Keying.OneKey
         batches = keyed_process(_one_key(records, name), batcher, types.bytes_type(), config.python_in)
     else:
@@ -283,92 +325,78 @@ def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch]
     return batches.name(f"{name}: to mini-batches").uid(f"{name}-batcher").set_parallelism(1)
 
 
-class Pacer:
-    """Paces numbered batches at ``rate`` per second (0: unpaced): batch ``n`` goes out no earlier
-    than ``start + n / rate``, ``start`` taken from the first batch this process sees (after a
-    restore: paced from then on). :meth:`meta` waits until the batch is due and returns its
-    ``{"id": n, "scheduled_at": due}``.
-
-    Example::
-
-        >>> Pacer(0).meta(7)
-        {'id': 7}
-    """
-
-    def __init__(self, rate: float):
-        self.rate = float(rate)
-        self._start: Optional[float] = None
-
-    def meta(self, number: int, position: Optional[float] = None) -> dict:
-        """``position``: where the batch falls in the paced sequence (default: ``number``)."""
-        meta: Dict[str, Union[int, float]] = {"id": int(number)}
-        if self.rate > 0:
-            at = number if position is None else position
-            if self._start is None:
-                self._start = time.time() - at / self.rate
-            due = self._start + at / self.rate
-            wait = due - time.time()  # read the clock once: a second read may be past due
-            if wait > 0:
-                time.sleep(wait)
-            meta["scheduled_at"] = due
-        return meta
+def _as_it_is(record):
+    return record
 
 
-class _ChunkBatcher:
-    """Turns a chunk ``[n, records before it, record, ...]`` (``Chunks`` on the JVM) into batch ``n``: each record
-    parsed and checked as ``to_batches`` does, the bad ones set aside as dead letters (so batch ``n``
-    may hold fewer records), the good ones collated and encoded once."""
+def _is_json_example(parse) -> bool:
+    from ..kafka.source import json_example
 
-    def __init__(self, batch_size: int, parse: Callable, features_shape: Optional[tuple], classes: Optional[int],
-                 rate: float):
-        self._batch_size = batch_size
-        self._parse = parse
-        self._features_shape = features_shape
-        self._classes = classes
-        self._pacer = Pacer(rate)
-        self._labelled: Optional[bool] = None
+    return parse is json_example
 
-    def __call__(self, chunk):
-        number, before, records = int(chunk[0]), int(chunk[1]), chunk[2:]
-        good = []
-        for i, text in enumerate(records):
-            position = before + i
-            try:
-                record = self._parse(text)
-            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
-                yield wire.encode_dead_letter(DeadLetter("not_a_record", f"{type(err).__name__}: {err}"[:300], "record",
-                                                         "to_batches", position, preview(text)))
-                continue
-            refusal, features, label = check_record(record, features_shape=self._features_shape,
-                                                    labelled=self._labelled, classes=self._classes)
-            if refusal is not None:
-                yield wire.encode_dead_letter(DeadLetter(refusal.reason, refusal.detail, "record", "to_batches",
-                                                         position, preview(record)))
-                continue
-            if self._features_shape is None:
-                self._features_shape = features.shape
-            if self._labelled is None:
-                self._labelled = label is not None
-            good.append((features,) if label is None else (features, label))
-        if not good:
-            return
-        batch = collate_pairs(good)
-        yield wire.encode_batch(Batch(batch.x, batch.y, self._pacer.meta(number)))
+
+def examples_on_the_jvm(records, batch_size: int, *, features_shape: Optional[tuple] = None,
+                        classes: Optional[int] = None, max_wait_ms: Optional[int] = None, rate: float = 0.0,
+                        parallelism: Optional[int] = None, name: str = "tensair"):
+    """Mini-batches of JSON text examples or of Rows/Tuples ``(features[, label])``, made on the
+    JVM (``ExampleBatches``): no record crosses into Python, each batch is already encoded.
+    Runs at ``parallelism`` (default: the records', chained to the operator that makes them, so
+    a parallel source gets one batcher per subtask); batch ``n`` of subtask ``s`` of ``p`` has id
+    ``s + p * n``. Checks, dead letters and state as :func:`to_batches` describes."""
+    from pyflink.datastream import DataStream
+    from pyflink.java_gateway import get_gateway
+
+    from .routing import java_ints
+
+    j_records = records._j_data_stream
+    add_channel_jar(j_records.getExecutionEnvironment())
+    jvm = get_gateway().jvm
+    operator = jvm.pyflinktensair.batching.ExampleBatches(
+        batch_size, max_wait_ms or 0, None if features_shape is None else java_ints(list(features_shape)),
+        classes or 0, float(rate), "to_batches")
+    batches = DataStream(j_records.transform(f"{name}: to mini-batches on the JVM", types.bytes_type().get_java_type_info(),
+                                             operator))
+    batches = batches.name(f"{name}: to mini-batches on the JVM").uid(f"{name}-example-batches")
+    subtasks = parallelism or j_records.getTransformation().getParallelism()
+    if subtasks > 0:
+        batches = batches.set_parallelism(subtasks)
+    batches._j_data_stream.getTransformation().setChainingStrategy(
+        jvm.org.apache.flink.streaming.api.operators.ChainingStrategy.ALWAYS)
+    return batches
+
+
+def _pickled_batches(records, batch_size, parse, shape, classes, max_wait_ms, rate, config, name):
+    """Pickled records grouped into chunks on the JVM (``ByteChunks``), each chunk one crossing
+    into Python, where :class:`~.chunk_batchers.PickledBatcher` makes full batches of the good ones."""
+    from pyflink.datastream import DataStream
+    from pyflink.java_gateway import get_gateway
+
+    from .chunk_batchers import PickledBatcher
+
+    j_records = records._j_data_stream
+    add_channel_jar(j_records.getExecutionEnvironment())
+    chunker = get_gateway().jvm.pyflinktensair.batching.ByteChunks(batch_size, max_wait_ms or 0)
+    chunks = DataStream(j_records.transform(f"{name}: group records on the JVM", types.bytes_type().get_java_type_info(),
+                                            chunker))
+    chunks = chunks.name(f"{name}: group records on the JVM").uid(f"{name}-record-chunks").set_parallelism(1)
+    batcher = PickledBatcher(batch_size, parse, shape, classes, float(rate))
+    batches = keyed_process(_one_key(chunks, f"{name}-chunks"), batcher, types.bytes_type(), config.python_in)
+    return batches.name(f"{name}: to mini-batches").uid(f"{name}-chunk-batcher").set_parallelism(1)
 
 
 def text_batches(records, batch_size: int, *, parse: Callable, features_shape: Optional[Sequence[int]] = None,
                  classes: Optional[int] = None, max_wait_ms: Optional[int] = None, rate: float = 0.0,
                  config: Optional[TrainConfig] = None, name: str = "tensair"):
     """Mini-batches of a stream of text records (``Types.STRING()``, e.g. a Kafka topic's JSON
-    values), grouped on the JVM so that the records cross into Python once per batch.
+    values), grouped on the JVM so that no record crosses into Python on its own.
 
-    Like :func:`to_batches` with ``parse``, with three differences: batch ``n`` holds the good
-    records among the ``batch_size`` records of chunk ``n`` (a bad record becomes a dead letter
-    and its batch is one record short, instead of the next record taking its place); a custom
-    collate is not offered; and without ``features_shape`` the shape (and whether records carry
-    labels) is learned from the first good record of each run, not kept in state, so pass it when
-    checkpoints matter. The grouping's position and pending records are Flink state. About 20x the records per second of ``to_batches`` on digits from Kafka
-    (docs/kafka.md).
+    With ``parse=``:func:`~pyflink_tensair.kafka.source.json_example` the examples are read and
+    batched on the JVM (as :func:`to_batches` reads JSON text: full batches, the shape settled
+    from the first good record kept in state). With another ``parse``, batch ``n`` holds the
+    good records among the ``batch_size`` records of chunk ``n``, parsed and checked in Python a
+    chunk at a time (a bad record leaves its batch one short; without ``features_shape`` the
+    shape is learned from the first good record of each run, not kept in state, so pass it when
+    checkpoints matter). The grouping's position and pending records are Flink state.
 
     Example::
 
@@ -376,7 +404,12 @@ def text_batches(records, batch_size: int, *, parse: Callable, features_shape: O
         batches = text_batches(records, 16, parse=json_example, classes=10, features_shape=(8, 8, 1))
     """
     shape = _checked_arguments(batch_size, features_shape, classes, max_wait_ms, parse, rate, optional=False)
-    batcher = _ChunkBatcher(batch_size, parse, shape, classes, float(rate))
+    config = as_train_config(TrainConfig() if config is None else config)
+    types.require_stream("records", records, Types.STRING(), types.TEXTS)
+    if _is_json_example(parse):
+        return examples_on_the_jvm(records, batch_size, features_shape=shape, classes=classes, max_wait_ms=max_wait_ms,
+                                   rate=rate, name=name)
+    batcher = TextChunkBatcher(batch_size, parse, shape, classes, float(rate))
     return chunked_batches(records, batch_size, batcher, max_wait_ms=max_wait_ms, config=config, name=name)
 
 

@@ -31,6 +31,16 @@ def quickstart_classifier(features: int = 20, classes: int = 4, hidden: int = 32
     return model
 
 
+def logistic_regression(features: int = 20, classes: int = 2, learning_rate: float = 0.05) -> "keras.Model":
+    """Multinomial logistic regression (one softmax layer), plain SGD: the linear model that Flink
+    ML's ``OnlineLogisticRegression`` and River's ``LogisticRegression`` train (benchmarks/ingestion.py)."""
+    keras = _keras()
+    model = keras.Sequential([keras.Input(shape=(features,)),
+                              keras.layers.Dense(classes, activation="softmax", name="dense")])
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate), loss="sparse_categorical_crossentropy")
+    return model
+
+
 def embedding_classifier(vocabulary: int = 10_000, dim: int = 32, length: int = 8, classes: int = 2,
                          learning_rate: float = 0.5) -> "keras.Model":
     """Bag-of-embeddings classifier; its embedding gradient is sparse (``tf.IndexedSlices``)."""

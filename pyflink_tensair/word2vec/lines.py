@@ -55,7 +55,7 @@ class LineChunkBatches:
     (and a dead letter per line that is not UTF-8). ``corpus`` gives the vocabulary, its word
     counts (for subsampling and negatives) and the skip-gram settings (window, negatives, batch
     size, subsample, seed); on a Flink worker it rebuilds the vocabulary from the same files (see
-    :class:`~.stream.CorpusBatches`). ``pacer``: an optional :class:`~pyflink_tensair.flink.batching.Pacer`."""
+    :class:`~.stream.CorpusBatches`). ``pacer``: an optional :class:`~pyflink_tensair.flink.pacing.Pacer`."""
 
     def __init__(self, corpus: CorpusBatches, pacer=None):
         self.corpus = corpus

@@ -15,6 +15,8 @@ import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
 import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 
+import pyflinktensair.json.FlatNumbers;
+
 /**
  * Parses a chunk of JSON events ({@code {"id": ..., "x": [...]}}, what
  * {@code pyflink_tensair.online.serving.json_event} reads) on the JVM, so that a server gets the
@@ -258,89 +260,30 @@ public final class JsonEvents extends AbstractStreamOperator<byte[]> implements 
         return key;
     }
 
-    private static final double[] POWERS_OF_TEN = {
-        1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
-        1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-    private static final long EXACT = 1L << 53;
     /** Longer ids go to Jackson, whose limits (20 M characters by default) then hold for them too. */
     private static final int LONGEST_ID = 1 << 16;
 
     /** A flat, non-empty array of numbers at {@code i} appended to {@code values}: the index after it, or -1. */
     private int numbers(String text, int i) {
-        int n = text.length();
-        if (i >= n || text.charAt(i) != '[') {
+        int start = valueCount;
+        int end = FlatNumbers.read(text, i, this::appendFloat);
+        if (end < 0) {
             return -1;
         }
-        int count = 0;
-        i = space(text, i + 1);
-        while (true) {
-            boolean negative = i < n && text.charAt(i) == '-';
-            if (negative) {
-                i++;
-            }
-            if (i >= n) {
-                return -1;
-            }
-            char c = text.charAt(i);
-            long mantissa = 0;
-            if (c == '0') {
-                i++;
-            } else if (c >= '1' && c <= '9') {
-                for (; i < n && (c = text.charAt(i)) >= '0' && c <= '9'; i++) {
-                    mantissa = 10 * mantissa + (c - '0');
-                    if (mantissa >= EXACT) {
-                        return -1;
-                    }
-                }
-            } else {
-                return -1;
-            }
-            int scale = 0;
-            boolean fraction = i < n && text.charAt(i) == '.';
-            if (fraction) {
-                int first = ++i;
-                for (; i < n && (c = text.charAt(i)) >= '0' && c <= '9'; i++) {
-                    mantissa = 10 * mantissa + (c - '0');
-                    if (mantissa >= EXACT || ++scale >= POWERS_OF_TEN.length) {
-                        return -1;
-                    }
-                }
-                if (i == first) {
-                    return -1;
-                }
-            }
-            double value = mantissa / POWERS_OF_TEN[scale];
-            if (valueCount == values.length) {
-                values = Arrays.copyOf(values, 2 * values.length);
-            }
-            // "-0" is Jackson's integer 0, and +0.0 as a double; "-0.0" is -0.0
-            values[valueCount++] = (float) (negative && (fraction || mantissa != 0) ? -value : value);
-            count++;
-            i = space(text, i);
-            if (i < n && text.charAt(i) == ',') {
-                i = space(text, i + 1);
-            } else if (i < n && text.charAt(i) == ']') {
-                break;
-            } else {
-                return -1;  // an exponent, a second '.', a letter: Jackson's to read or refuse
-            }
-        }
         rank = 1;
-        dims[0] = count;
-        return i + 1;
+        dims[0] = valueCount - start;
+        return end;
     }
 
-    /** The index of the first character at or after {@code i} that is not JSON white space. */
-    private static int space(String text, int i) {
-        int n = text.length();
-        while (i < n) {
-            char c = text.charAt(i);
-            if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
-                break;
-            }
-            i++;
+    private void appendFloat(double value) {
+        if (valueCount == values.length) {
+            values = Arrays.copyOf(values, 2 * values.length);
         }
-        return i;
+        values[valueCount++] = (float) value;
+    }
+
+    private static int space(String text, int i) {
+        return FlatNumbers.space(text, i);
     }
 
     /**
