@@ -30,7 +30,7 @@ def read_summary(path: str) -> dict:
 
 def run_job(script: str, args: Sequence[str], *, timeout: Optional[float], env: Optional[dict] = None,
             cwd: Optional[str] = None, log: Optional[str] = None, watch: Optional[Callable[[int], None]] = None,
-            watch_every_s: float = 0.5) -> dict:
+            watch_every_s: float = 0.5, python: Optional[str] = None) -> dict:
     """Runs ``[sys.executable, script, *args, "--summary", TMP]`` and returns the summary it wrote.
 
     ``timeout``: seconds before the job is killed (``None``: no limit); ``env``: its environment
@@ -39,10 +39,11 @@ def run_job(script: str, args: Sequence[str], *, timeout: Optional[float], env: 
     file (stdout and stderr, unbuffered: ``python -u``). ``watch(pid)`` is called as the job
     starts and every ``watch_every_s`` while it runs (e.g. to sample its memory). A non-zero
     exit, a timeout or a missing summary raise ``RuntimeError`` with the command and the last
-    ``TAIL_CHARS`` characters of the job's stderr (or of ``log``)."""
+    ``TAIL_CHARS`` characters of the job's stderr (or of ``log``). ``python``: the interpreter
+    (default this one)."""
     with tempfile.TemporaryDirectory(prefix="tensair-job-") as folder:
         summary = os.path.join(folder, "summary.json")
-        command = [sys.executable, *(["-u"] if log else []), script, *args, "--summary", summary]
+        command = [python or sys.executable, *(["-u"] if log else []), script, *args, "--summary", summary]
         shown = " ".join(command[:-2])  # the temporary summary's path says nothing
         out = open(log, "w", encoding="utf-8") if log else None
         try:

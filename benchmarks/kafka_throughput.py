@@ -14,6 +14,11 @@ neither counts start-up. Each figure is repeated ``--repeats`` times, alternatin
 is taken per repeat; prints medians with their spread. Needs a broker: ``--bootstrap-servers``,
 or one is started for the run (``--dir``) and stopped after.
 
+``--in-job``: against the same image job fed by ``batch_source`` (the digits made in the job, the
+same number of batches) instead of the consumer: what coming in from Kafka costs the replicas.
+
+    python -m benchmarks.kafka_throughput --in-job --records 6000 --repeats 3 --replicas 1
+
 ``--paced``: the sustainable rate instead of the drain rate, found as ``benchmarks run`` finds
 it (:mod:`benchmarks.throughput.search`: double while sustainable, then ``--bisections`` steps):
 at a probe rate R (records/s) batch ``i`` of the topic is due at ``start + i * batch / R``, each
@@ -103,6 +108,16 @@ def ours(servers: str, topic: str, replicas: int, outdir: str, rate: float = 0.0
             "delays": [(m.time - m.delay_s, m.delay_s) for m in metrics if m.delay_s is not None]}
 
 
+def in_job(records: int, replicas: int, outdir: str) -> dict:
+    """The same image job with its batches made in the job (``batch_source``): what the replicas
+    take when no record has to come in."""
+    summary = run_job(IMAGES, ["--replicas", str(replicas), "--batch-size", str(BATCH_SIZE), "--batches",
+                               str(-(-records // BATCH_SIZE)), "--learning-rate", str(LEARNING_RATE), "--outdir", outdir],
+                      timeout=None, log=os.path.join(outdir, "job.log"))
+    return {"records_per_s": summary["batches_per_s"] * BATCH_SIZE, "batches": summary["batches"],
+            "holdout_accuracy": summary.get("holdout_accuracy")}
+
+
 def sustainable_rate(run, batches: int, start: float, bisections: int) -> dict:
     """The highest records/s ``run(rate)`` keeps up with: the rate search and verdict of ``benchmarks run``."""
     from benchmarks.throughput.search import best_rate, search
@@ -156,6 +171,8 @@ def main(argv=None) -> None:
     parser.add_argument("--paced", action="store_true", help="sustainable rates by a rate search, not drain rates")
     parser.add_argument("--start-rate", type=float, default=400.0, help="--paced: the first probe, records/s (default 400)")
     parser.add_argument("--bisections", type=int, default=2, help="--paced: bisection steps (default 2)")
+    parser.add_argument("--in-job", action="store_true",
+                        help="against the same job with its batches made in the job (batch_source), not the consumer")
     args = parser.parse_args(argv)
 
     from pyflink_tensair.kafka import broker
@@ -177,15 +194,24 @@ def main(argv=None) -> None:
         else:
             runs = {"baseline": []}
             runs.update({f"ours x{r}": [] for r in counts})
+            runs.update({f"in-job x{r}": [] for r in counts} if args.in_job else {})
             for repeat in range(args.repeats):
-                runs["baseline"].append(consumer_baseline(servers, topic, args.records))
+                if not args.in_job:
+                    runs["baseline"].append(consumer_baseline(servers, topic, args.records))
                 for r in counts:
                     with tempfile.TemporaryDirectory(prefix="tensair-kafka-ours-") as outdir:
                         runs[f"ours x{r}"].append(ours(servers, topic, r, outdir))
+                    if args.in_job:
+                        with tempfile.TemporaryDirectory(prefix="tensair-in-job-") as outdir:
+                            runs[f"in-job x{r}"].append(in_job(args.records, r, outdir))
                 print(f"repeat {repeat + 1}: " + ", ".join(f"{k} {v[-1]['records_per_s']:.0f} records/s"
-                                                           for k, v in runs.items()), flush=True)
-        table = {name: _median([run["records_per_s"] for run in values]) for name, values in runs.items()}
-        for r in counts:
+                                                           for k, v in runs.items() if v), flush=True)
+        table = {name: _median([run["records_per_s"] for run in values]) for name, values in runs.items() if values}
+        for r in counts if args.in_job else []:
+            ratios = [o["records_per_s"] / b["records_per_s"] for o, b in zip(runs[f"ours x{r}"], runs[f"in-job x{r}"])]
+            table[f"ours x{r} / in-job"] = {"median": round(statistics.median(ratios), 2),
+                                            "min": round(min(ratios), 2), "max": round(max(ratios), 2)}
+        for r in counts if not args.in_job else []:
             ratios = [o["records_per_s"] / b["records_per_s"] if b["records_per_s"] else 0.0
                       for o, b in zip(runs[f"ours x{r}"], runs["baseline"])]
             table[f"ours x{r} / baseline"] = {"median": round(statistics.median(ratios), 2),
