@@ -207,6 +207,8 @@ CASES = [
                lambda s: dict(predictions=s.strings, records=s.strings)),
     flink_case("score-records-longs", pt.score, "records", "a DataStream of Long",
                lambda s: dict(predictions=s.predictions, records=s.longs)),
+    flink_case("to_batches-parallelism-pickled", pt.to_batches, "parallelism", "2",
+               lambda s: dict(records=s.pickled, batch_size=16, parallelism=2)),
     flink_case("text_batches-records-bytes", pt.text_batches, "records", "a DataStream of byte[]",
                lambda s: dict(records=s.bytes, batch_size=16, parse=json_example)),
 ]

@@ -301,19 +301,21 @@ def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch]
     types.require_stream("records", records, None, "records (of any type; (features, label) for the default collate)")
     use_this_interpreter(records._j_data_stream.getExecutionEnvironment())
     kind = record_kind(records)
-    if collate is collate_pairs:
-        if (kind == "text" and _is_json_example(parse)) or (kind == "rows" and parse is None):
-            return examples_on_the_jvm(records, batch_size, features_shape=shape, classes=classes,
-                                       max_wait_ms=max_wait_ms, rate=rate, parallelism=parallelism, name=name)
-        if kind == "text":
-            return text_batches(records, batch_size, parse=parse or _as_it_is, features_shape=shape, classes=classes,
-                                max_wait_ms=max_wait_ms, rate=rate, config=config, name=name)
-        if kind == "pickled":
-            return _pickled_batches(records, batch_size, parse, shape, classes, max_wait_ms, rate, config, name)
+    on_the_jvm = collate is collate_pairs and ((kind == "text" and _is_json_example(parse))
+                                               or (kind == "rows" and parse is None))
+    if on_the_jvm:
+        return examples_on_the_jvm(records, batch_size, features_shape=shape, classes=classes,
+                                   max_wait_ms=max_wait_ms, rate=rate, parallelism=parallelism, name=name)
     if parallelism not in (None, 1):
-        raise ConfigError("parallelism > 1 needs the default collate and records of JSON text or Rows. "
-                          f"Received: parallelism={parallelism} for {kind} records"
+        raise ConfigError("parallelism must be 1 or None unless the records are batched on the JVM (the default "
+                          "collate, and Rows, Tuples or JSON text read with json_example). Received: "
+                          f"parallelism={parallelism} for {kind} records"
                           + ("" if collate is collate_pairs else " and a custom collate"))
+    if collate is collate_pairs and kind == "text":
+        return text_batches(records, batch_size, parse=parse or _as_it_is, features_shape=shape, classes=classes,
+                            max_wait_ms=max_wait_ms, rate=rate, config=config, name=name)
+    if collate is collate_pairs and kind == "pickled":
+        return _pickled_batches(records, batch_size, parse, shape, classes, max_wait_ms, rate, config, name)
     batcher = _Batcher(batch_size, collate, max_wait_ms, shape, classes, parse, float(rate))
     if in_jvm(config.python_in) and kind == "text":
         add_channel_jar(records._j_data_stream.getExecutionEnvironment())  # Keying.OneKey
