@@ -139,6 +139,11 @@ def _plots(records, folder: str) -> List[str]:
     return names
 
 
+PEERS = ("The real Flink ML (2.3, `OnlineLogisticRegression`) and River (0.26) against our replicas on one "
+         "logistic regression, from records: [ingestion.md](ingestion.md#against-the-real-peers) "
+         "(`python -m benchmarks.peers`).")
+
+
 def write_report(results: str, out: str, command: Optional[str] = None) -> None:
     records = load(results)
     if not records:
@@ -191,6 +196,7 @@ def write_report(results: str, out: str, command: Optional[str] = None) -> None:
     folder = os.path.join(os.path.dirname(os.path.abspath(out)), "img")
     for name in _plots(records, folder):
         lines += ["", f"![{name}](img/{name})"]
+    lines += ["", PEERS]
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out, "w") as f:
         f.write("\n".join(lines) + "\n")
