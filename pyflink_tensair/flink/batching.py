@@ -210,10 +210,6 @@ def record_kind(records) -> str:
     return "other"
 
 
-def _is_text(records) -> bool:
-    return record_kind(records) == "text"
-
-
 def _one_key(records, name: str):
     """``records`` keyed by one key on the JVM (``Row(0, record)``; no Python key selector)."""
     from pyflink.datastream import DataStream

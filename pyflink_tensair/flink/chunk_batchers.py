@@ -60,17 +60,30 @@ class ColumnBatcher:
     def batch(self, number: int, before: int, records: list, unreadable: List[Tuple[int, DeadLetter]]) -> Iterator[bytes]:
         """``records``: ``(index in the chunk, record)`` of the records read; ``unreadable``:
         ``(index, dead letter)`` of those that could not be."""
-        columns = records_to_columns([r for _, r in records], features_shape=self._features_shape,
-                                     labelled=self._labelled, classes=self._classes)
-        self._features_shape, self._labelled = columns.features_shape, columns.labelled
-        letters = list(unreadable) + [
-            (records[i][0], DeadLetter(refusal.reason, refusal.detail, "record", "to_batches", before + records[i][0],
-                                       preview(records[i][1])))
-            for i, refusal in columns.refused]
-        for _, letter in sorted(letters, key=lambda pair: pair[0]):
-            yield wire.encode_dead_letter(letter)
+        columns = read_columns(self, records)
+        yield from dead_letters(records, columns, unreadable, before)
         if columns.size:
             yield wire.encode_batch(Batch(columns.x, columns.y, self._pacer.meta(number)))
+
+
+def read_columns(reader, records: list):
+    """The columns of ``records`` (``(index, record)``) as ``reader``'s stream reads them (its
+    ``_features_shape``, ``_labelled`` and ``_classes``), and what they settle kept on it."""
+    columns = records_to_columns([r for _, r in records], features_shape=reader._features_shape,
+                                 labelled=reader._labelled, classes=reader._classes)
+    reader._features_shape, reader._labelled = columns.features_shape, columns.labelled
+    return columns
+
+
+def dead_letters(records: list, columns, unreadable: list, before: int) -> Iterator[bytes]:
+    """The encoded dead letters of a chunk, in its order: those that could not be read
+    (``unreadable``: ``(index, DeadLetter)``) and those ``columns`` refused."""
+    letters = list(unreadable) + [
+        (records[i][0], DeadLetter(refusal.reason, refusal.detail, "record", "to_batches", before + records[i][0],
+                                   preview(records[i][1])))
+        for i, refusal in columns.refused]
+    for _, letter in sorted(letters, key=lambda pair: pair[0]):
+        yield wire.encode_dead_letter(letter)
 
 
 class TextChunkBatcher(ColumnBatcher):
@@ -174,14 +187,8 @@ class PickledBatcher(KeyedProcessFunction):
             self._timer_registered = True
         number, before, pickles = split_chunk(value)
         records, letters = read_pickled(pickles, self._parse, before)
-        columns = records_to_columns([r for _, r in records], features_shape=self._features_shape,
-                                     labelled=self._labelled, classes=self._classes)
-        self._features_shape, self._labelled = columns.features_shape, columns.labelled
-        letters += [(records[i][0], DeadLetter(refusal.reason, refusal.detail, "record", "to_batches",
-                                               before + records[i][0], preview(records[i][1])))
-                    for i, refusal in columns.refused]
-        for _, letter in sorted(letters, key=lambda pair: pair[0]):
-            yield wire.encode_dead_letter(letter)
+        columns = read_columns(self, records)
+        yield from dead_letters(records, columns, letters, before)
         if columns.size:
             self._x = columns.x if self._x is None else np.concatenate([self._x, columns.x])
             if columns.y is not None:

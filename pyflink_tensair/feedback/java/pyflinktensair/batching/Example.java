@@ -58,10 +58,7 @@ final class Example {
 
     /** Reads {@code record} (a String, Row or Tuple) into this example's fields. */
     void read(Object record) throws Reject {
-        valueCount = 0;
-        rank = -1;
-        Arrays.fill(dims, -1);
-        labelled = false;
+        reset();
         if (record instanceof String) {
             readJson((String) record);
         } else if (record instanceof Row) {
@@ -74,6 +71,14 @@ final class Example {
             throw new Reject("missing_field", "a record is (features, label) or (features,); received a "
                     + (record == null ? "NoneType" : record.getClass().getSimpleName()));
         }
+    }
+
+    /** No features, no shape, no label: before a record is read. */
+    private void reset() {
+        valueCount = 0;
+        rank = -1;
+        Arrays.fill(dims, -1);
+        labelled = false;
     }
 
     private interface Field {
@@ -210,10 +215,7 @@ final class Example {
 
     private void readJson(String text) throws Reject {
         if (!readByHand(text)) {
-            valueCount = 0;
-            rank = -1;
-            Arrays.fill(dims, -1);
-            labelled = false;
+            reset();
             readWithJackson(text);
         }
         finiteFeatures();
@@ -432,9 +434,7 @@ final class Example {
         Example example = new Example();
         try {
             if (record instanceof String && !byHand) {
-                example.valueCount = 0;
-                example.rank = -1;
-                Arrays.fill(example.dims, -1);
+                example.reset();
                 example.readWithJackson((String) record);
                 example.finiteFeatures();
             } else {
@@ -450,8 +450,7 @@ final class Example {
     /** For tests: whether the hand reader reads {@code text} itself (else it leaves it to Jackson). */
     public static boolean readsByHand(String text) {
         Example example = new Example();
-        example.rank = -1;
-        Arrays.fill(example.dims, -1);
+        example.reset();
         return example.readByHand(text);
     }
 }
