@@ -8,7 +8,9 @@ Paths (the same generated stream, :func:`linear_examples`, whatever the path):
 double array and a long from ``env.from_collection`` with a type), ``json`` (JSON text records,
 ``to_batches(parse=json_example)``), ``tuples`` (the README's: Python ``(list, int)`` tuples from
 ``env.from_collection`` without a type) and ``kafka`` (the JSON records from a topic,
-``--bootstrap-servers`` and ``--topic``).
+``--bootstrap-servers`` and ``--topic``). With ``--from-file`` (a file of the stream's JSON lines,
+as ``benchmarks.peers`` writes), ``json`` reads its lines with Flink's ``FileSource`` and ``rows``
+reads it as a table (the filesystem connector's JSON format) through ``batches_from_table``.
 
 The rate is the replicas' own: the examples of the batches trained after the first fifth, over the
 time from the first of them to the last (metrics' ``time``), so start-up and the sources'
@@ -82,6 +84,8 @@ def batches(env, args):
     if args.path == "kafka":
         records = kafka_examples(env, args.bootstrap_servers, args.topic, group_id=f"ingestion-{os.getpid()}")
         return to_batches(records, args.batch_size, parse=json_example)
+    if args.from_file:
+        return file_batches(env, args)
     x, y = linear_examples(args.examples)
     if args.path == "rows":
         records = env.from_collection([(f.tolist(), int(c)) for f, c in zip(x, y)],
@@ -94,6 +98,28 @@ def batches(env, args):
     return to_batches(records, args.batch_size)
 
 
+def file_batches(env, args):
+    """Batches of the JSON lines in ``args.from_file``: text lines (``json``) or a table's rows (``rows``)."""
+    from pyflink.datastream.connectors.file_system import FileSource, StreamFormat
+    from pyflink.common import WatermarkStrategy
+    from pyflink.table import StreamTableEnvironment
+
+    from pyflink_tensair import batches_from_table, to_batches
+    from pyflink_tensair.kafka.source import json_example
+
+    path = os.path.abspath(args.from_file)
+    if args.path == "json":
+        source = FileSource.for_record_stream_format(StreamFormat.text_line_format(), path).build()
+        lines = env.from_source(source, WatermarkStrategy.no_watermarks(), "examples")
+        return to_batches(lines, args.batch_size, parse=json_example)
+    if args.path != "rows":
+        raise SystemExit(f"--from-file takes --path json or rows; received {args.path}")
+    t_env = StreamTableEnvironment.create(env)
+    t_env.execute_sql(f"CREATE TEMPORARY TABLE examples (x ARRAY<DOUBLE>, y BIGINT) WITH ('connector' = "
+                      f"'filesystem', 'path' = '{path}', 'format' = 'json')")
+    return batches_from_table(t_env, "examples", args.batch_size, features="x", label="y", classes=2)
+
+
 def window_rate(metrics: list, batch_size: int) -> float:
     """Examples per second of the batches trained after the first fifth (see the module docstring)."""
     times = sorted(m["time"] for m in metrics if m["phase"] == "batch")
@@ -101,6 +127,24 @@ def window_rate(metrics: list, batch_size: int) -> float:
     if len(window) < 2 or window[-1] <= window[0]:
         raise RuntimeError(f"too few trained batches to time: {len(times)}")
     return (len(window) - 1) * batch_size / (window[-1] - window[0])
+
+
+def window_shares(metrics: list) -> dict:
+    """Over the same window as :func:`window_rate`: the share of its time the replicas spent inside
+    their models, inside the function's callbacks, and with the trainer thread waiting for work
+    (high: the input binds, not the replica)."""
+    records = sorted((m for m in metrics if m["phase"] == "batch"), key=lambda m: m["time"])
+    window = records[int(len(records) * WARMUP_SHARE):]
+    shares = {}
+    for field in ("model_busy_s", "callback_s", "idle_s"):
+        per_replica = {}
+        for m in window:
+            if m.get(field) is not None:
+                per_replica.setdefault(m["replica"], []).append((m["time"], m[field]))
+        spans = [(points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
+                 for points in per_replica.values() if len(points) > 1 and points[-1][0] > points[0][0]]
+        shares[field.replace("_s", "_share")] = round(sum(spans) / len(spans), 3) if spans else None
+    return shares
 
 
 def main(argv=None) -> int:
@@ -112,6 +156,7 @@ def main(argv=None) -> int:
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--bootstrap-servers")
     parser.add_argument("--topic")
+    parser.add_argument("--from-file", help="json or rows: read this file of JSON lines instead")
     parser.add_argument("--summary", required=True)
     args = parser.parse_args(argv)
 
@@ -132,7 +177,8 @@ def main(argv=None) -> int:
     trained = sum(1 for m in metrics if m["phase"] == "batch")
     summary = {"system": "pyflink_tensair", "input": args.path, "replicas": args.replicas, "batch_size": args.batch_size,
                "examples": args.examples, "batches_trained": trained,
-               "examples_per_s": window_rate(metrics, args.batch_size), "heldout_accuracy": accuracy}
+               "examples_per_s": window_rate(metrics, args.batch_size), "heldout_accuracy": accuracy,
+               **window_shares(metrics)}
     with open(args.summary, "w", encoding="utf-8") as f:
         json.dump(summary, f)
     print(json.dumps(summary))

@@ -1,5 +1,6 @@
 """River's ``LogisticRegression`` on the ingestion benchmark's stream, one ``learn_one`` per
-example in one process: the figure a user of River gets. Runs in the side environment
+example in one process: the figure a user of River gets. With ``--from-file`` the examples are
+read from a file of JSON lines (``json.loads`` per line, timed with the learning). Runs in the side environment
 ``benchmarks.peers`` builds (River from PyPI); prints one JSON line.
 
     python benchmarks/peers_river.py --examples 249600
@@ -21,21 +22,29 @@ from benchmarks.ingestion_job import FEATURES, HELDOUT, SEED, linear_examples  #
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, required=True)
+    parser.add_argument("--from-file", help="a file of JSON lines {\"x\": [...], \"y\": label} to read")
     parser.add_argument("--learning-rate", type=float, default=0.05)
     args = parser.parse_args(argv)
     from river import linear_model, optim
 
-    x, y = linear_examples(args.examples)
     names = [f"f{i}" for i in range(FEATURES)]
-    rows = [dict(zip(names, row)) for row in x.tolist()]  # the dicts a River user's stream holds
     model = linear_model.LogisticRegression(optimizer=optim.SGD(args.learning_rate))
-    began = time.perf_counter()
-    for features, label in zip(rows, y.tolist()):
-        model.learn_one(features, bool(label))
+    if args.from_file:
+        began = time.perf_counter()
+        with open(args.from_file, encoding="utf-8") as lines:
+            for line in lines:
+                example = json.loads(line)
+                model.learn_one(dict(zip(names, example["x"])), bool(example["y"]))
+    else:
+        x, y = linear_examples(args.examples)
+        rows = [dict(zip(names, row)) for row in x.tolist()]  # the dicts a River user's stream holds
+        began = time.perf_counter()
+        for features, label in zip(rows, y.tolist()):
+            model.learn_one(features, bool(label))
     elapsed = time.perf_counter() - began
     test_x, test_y = linear_examples(HELDOUT, seed=SEED + 1)
     right = sum(model.predict_one(dict(zip(names, row))) == bool(label) for row, label in zip(test_x.tolist(), test_y))
-    print(json.dumps({"system": "river", "input": "dicts, learn_one", "examples": args.examples, "seconds": elapsed,
+    print(json.dumps({"system": "river", "input": "json.loads, learn_one" if args.from_file else "dicts, learn_one", "examples": args.examples, "seconds": elapsed,
                       "heldout_accuracy": right / HELDOUT}))
     return 0
 

@@ -487,3 +487,24 @@ def test_the_id_table_benchmark_runs_memory_and_quality(tmp_path):
                               "--repeats", "1", "--json", str(tmp_path / "q.json")])
     assert set(quality["summary"]) == {"oracle", "table", "hashing"}
     assert all(0.3 < s["median"] < 1.0 for s in quality["summary"].values())
+
+
+def test_the_peers_ratio_pairs_each_of_our_runs_with_flink_mls_of_the_same_repeat():
+    from benchmarks.peers import against_flinkml
+
+    results = {("flinkml", None, 1024): [{"examples_per_s": 100.0}, {"examples_per_s": 200.0}],
+               ("ours", "json", 1024): [{"examples_per_s": 300.0}, {"examples_per_s": 400.0}],
+               ("ours", "rows", 256): [{"examples_per_s": 150.0}, {"examples_per_s": None}]}
+    best = {("flinkml", None): 1024, ("ours", "json"): 1024, ("ours", "rows"): 256}
+    ratios = against_flinkml(results, best)
+    assert ratios["json"]["pairs"] == [3.0, 2.0] and ratios["json"]["median"] == 2.5
+    assert ratios["rows"]["pairs"] == [1.5]  # a run too short to measure is left out, not counted as 0
+    assert against_flinkml(results, {("ours", "json"): 1024}) == {}
+
+
+def test_the_ingestion_window_shares_say_how_busy_the_model_and_how_idle_the_trainer_was():
+    from benchmarks.ingestion_job import window_shares
+
+    records = [{"phase": "batch", "replica": 0, "time": float(t), "model_busy_s": 0.25 * t, "callback_s": 0.5 * t,
+                "idle_s": None} for t in range(10)]
+    assert window_shares(records) == {"model_busy_share": 0.25, "callback_share": 0.5, "idle_share": None}

@@ -63,7 +63,7 @@ def test_common_records_read_by_hand_to_the_bit_as_jackson_and_python_read_them(
         jvm = example(text)
         assert jvm == example(text, False) == python_reads(text), text
         by_hand += bool(example.by_hand(text))
-    assert by_hand > 0.3 * len(texts)
+    assert by_hand == len(texts)  # 17 digits and exponents too (Double.parseDouble, as Jackson)
 
 
 @pytest.mark.parametrize("text,reason", [

@@ -1,13 +1,18 @@
 package pyflinktensair.json;
 
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.io.NumberInput;
+
 /**
  * A flat JSON array of plain numbers read by hand, for the common record whose features are one:
  * Jackson's reading of numbers was three quarters of the servers' parse (docs/measurements.md,
- * 2026-12-06). {@link #read} gives up (-1) on anything else (an exponent, more digits than a
+ * 2026-12-06). {@link #read} gives up (-1) on anything else (an integer of more digits than a
  * double holds exactly, nesting, an empty array, anything that is not JSON), which the caller then
  * leaves to Jackson, errors and all. Each number is the one Jackson gives: an integer of at most
  * 2^53 over a power of ten of at most 22 is the correctly rounded double of the decimal (Clinger's
- * fast path), what {@link Double#parseDouble} returns.
+ * fast path), what {@link Double#parseDouble} returns; a number with a fraction or an exponent
+ * beyond that (a float64 as Python writes it has 17 digits) is the correctly rounded double too,
+ * from Jackson's fast parser (FastDoubleParser: 5x {@link Double#parseDouble}'s big-integer path
+ * on such numbers, and the same bits).
  */
 public final class FlatNumbers {
 
@@ -34,6 +39,7 @@ public final class FlatNumbers {
         }
         i = space(text, i + 1);
         while (true) {
+            int start = i;
             boolean negative = i < n && text.charAt(i) == '-';
             if (negative) {
                 i++;
@@ -43,13 +49,13 @@ public final class FlatNumbers {
             }
             char c = text.charAt(i);
             long mantissa = 0;
+            boolean inexact = false;  // more digits than the fast path takes: Double.parseDouble's
             if (c == '0') {
                 i++;
             } else if (c >= '1' && c <= '9') {
                 for (; i < n && (c = text.charAt(i)) >= '0' && c <= '9'; i++) {
-                    mantissa = 10 * mantissa + (c - '0');
-                    if (mantissa >= EXACT) {
-                        return -1;
+                    if (!inexact && (mantissa = 10 * mantissa + (c - '0')) >= EXACT) {
+                        inexact = true;
                     }
                 }
             } else {
@@ -60,25 +66,45 @@ public final class FlatNumbers {
             if (fraction) {
                 int first = ++i;
                 for (; i < n && (c = text.charAt(i)) >= '0' && c <= '9'; i++) {
-                    mantissa = 10 * mantissa + (c - '0');
-                    if (mantissa >= EXACT || ++scale >= POWERS_OF_TEN.length) {
-                        return -1;
+                    if (!inexact && ((mantissa = 10 * mantissa + (c - '0')) >= EXACT || ++scale >= POWERS_OF_TEN.length)) {
+                        inexact = true;
                     }
                 }
                 if (i == first) {
                     return -1;
                 }
             }
-            double value = mantissa / POWERS_OF_TEN[scale];
-            // "-0" is Jackson's integer 0, and +0.0 as a double; "-0.0" is -0.0
-            sink.accept(negative && (fraction || mantissa != 0) ? -value : value);
+            boolean exponent = i < n && (text.charAt(i) == 'e' || text.charAt(i) == 'E');
+            if (exponent) {
+                i++;
+                if (i < n && (text.charAt(i) == '+' || text.charAt(i) == '-')) {
+                    i++;
+                }
+                int first = i;
+                while (i < n && (c = text.charAt(i)) >= '0' && c <= '9') {
+                    i++;
+                }
+                if (i == first) {
+                    return -1;
+                }
+            }
+            if (inexact || exponent) {
+                if (!fraction && !exponent) {
+                    return -1;  // an integer beyond 2^53: Jackson's (a long or a big integer)
+                }
+                sink.accept(NumberInput.parseDouble(text.substring(start, i), true));
+            } else {
+                double value = mantissa / POWERS_OF_TEN[scale];
+                // "-0" is Jackson's integer 0, and +0.0 as a double; "-0.0" is -0.0
+                sink.accept(negative && (fraction || mantissa != 0) ? -value : value);
+            }
             i = space(text, i);
             if (i < n && text.charAt(i) == ',') {
                 i = space(text, i + 1);
             } else if (i < n && text.charAt(i) == ']') {
                 return i + 1;
             } else {
-                return -1;  // an exponent, a second '.', a letter: Jackson's to read or refuse
+                return -1;  // a second '.', a letter, a missing comma: Jackson's to read or refuse
             }
         }
     }
