@@ -217,7 +217,7 @@ def clicks_quality(args, variant, chunks, makers) -> dict:
                 continue
             batch = wire.decode_batch(data)
             if n % 10 == 9:  # held out: predicted with the model of this moment, not trained on
-                replica._apply_notices(batch_notices(batch), own=True)
+                replica.apply_row_notices(batch_notices(batch), own=True)
                 if n >= warmup:
                     truth.append(batch.y[:, 0])
                     scores.append(replica.model.evaluate(batch).predictions[:, 0])

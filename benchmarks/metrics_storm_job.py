@@ -25,7 +25,7 @@ def build(env, replicas: int, batches: int, batch_size: int, name: str):
 
     make = functools.partial(teacher_classification_batch, batch_size=batch_size, features=20, classes=4, seed=0)
     config = TrainConfig(name=name, replicas=replicas, python_in="jvm")
-    stream = batch_source(env, batches, make, name=name, config=config)
+    stream = batch_source(env, batches, make, name=name, python_in=config.python_in)
     train(stream, model=functools.partial(zoo.quickstart_classifier, features=20, classes=4), config=config,
           check_model=False)
 

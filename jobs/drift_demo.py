@@ -118,7 +118,7 @@ def main(argv=None):
         env = StreamExecutionEnvironment.get_execution_environment()
         config = dataclasses.replace(flags.config_from_args(args, name=f"drift-{mode}", buffer_capacity=max(256, total)),
                                      mode=mode)
-        output = train(batch_source(env, total, stream, rate=args.rate, name=f"drift-{mode}", config=config),
+        output = train(batch_source(env, total, stream, rate=args.rate, name=f"drift-{mode}", python_in=config.python_in),
                        model=model, config=config)
         run_job(env, output, args, job_name=f"drift_demo ({mode})", config=config, total_batches=total, model=model,
                 extra_summary={"mode": mode, "every": args.every})

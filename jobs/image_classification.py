@@ -94,14 +94,14 @@ def per_pass_accuracy(batches_per_pass: int):
 def image_batches(env, args, stream: ImageStream, total: int, config):
     """The job's batch stream: made inside the job from the data set, or batched from a Kafka topic."""
     if args.source != "kafka":
-        return batch_source(env, total, stream, rate=args.rate, name="images", config=config)
+        return batch_source(env, total, stream, rate=args.rate, name="images", python_in=config.python_in)
     from pyflink_tensair.kafka.source import json_example, kafka_examples
 
     records = kafka_examples(env, args.bootstrap_servers, args.topic, group_id=args.group_id, start=args.kafka_start,
                              until=args.kafka_until, connector=args.kafka_connector, name="images")
     return text_batches(records, args.batch_size, parse=json_example, classes=10, features_shape=stream.input_shape,
                         rate=args.rate, max_wait_ms=1000 if args.kafka_until == "never" else None,
-                        config=config, name="images")
+                        python_in=config.python_in, name="images")
 
 
 def main(argv=None):

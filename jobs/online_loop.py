@@ -222,7 +222,7 @@ def main(argv=None):
     joined = join_labels(events, labels, timeout_ms=args.label_timeout_s * 1000.0, default_label=0,
                          python_in=args.online_python_in)
     batches = text_batches(joined.records, args.batch_size, parse=json_example, classes=2,
-                           features_shape=(stream.features,), max_wait_ms=200, config=config, name="online")
+                           features_shape=(stream.features,), max_wait_ms=200, python_in=config.python_in, name="online")
     output = train(batches, model=model, config=config)
     serve_config = ServeConfig(parallelism=args.serve_parallelism, batch_size=args.serve_batch_size,
                                max_wait_ms=args.serve_max_wait_ms, seed=config.seed, python_in=args.online_python_in)

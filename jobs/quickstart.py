@@ -27,7 +27,7 @@ HOLDOUT_START = 10 ** 9  # batch numbers of the held-out set, never in the strea
 def build_batches(env, args, config):
     make = functools.partial(teacher_classification_batch, batch_size=args.batch_size, features=FEATURES,
                              classes=CLASSES, seed=args.seed)
-    return batch_source(env, args.batches, make, rate=args.rate, name="quickstart", config=config)
+    return batch_source(env, args.batches, make, rate=args.rate, name="quickstart", python_in=config.python_in)
 
 
 def parse_args(argv):

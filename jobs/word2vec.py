@@ -157,7 +157,7 @@ def choose_model(args, vocabulary_size: int):
 def word2vec_batches(env, args, corpus: CorpusBatches, total, config):
     """The job's batch stream: made by the source from the corpus, or from a Kafka topic of lines."""
     if args.source != "kafka":
-        batches = batch_source(env, total, corpus, rate=args.rate, name="word2vec", config=config)
+        batches = batch_source(env, total, corpus, rate=args.rate, name="word2vec", python_in=config.python_in)
         return with_dead_letters(env, batches, corpus.bad_lines, name="word2vec")
     from pyflink_tensair.flink.batching import chunked_batches
     from pyflink_tensair.flink.id_tables import stateful_chunk_batches
@@ -172,7 +172,7 @@ def word2vec_batches(env, args, corpus: CorpusBatches, total, config):
                                       config=config, name="word2vec")
     return chunked_batches(lines, args.lines_per_chunk, LineChunkBatches(corpus, Pacer(args.rate)),
                            max_wait_ms=1000 if args.kafka_until == "never" else None,
-                           config=config, name="word2vec")
+                           python_in=config.python_in, name="word2vec")
 
 
 def target_table(keras_model) -> np.ndarray:

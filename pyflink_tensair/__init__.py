@@ -25,7 +25,7 @@ __version__ = "0.2.0"
 _NAMES = {
     "AutoSettings": ".config", "Checkpoints": ".config", "Exports": ".config", "Guards": ".config",
     "LatencySettings": ".config", "Mode": ".config", "ModelUpdates": ".config", "PeerUpdates": ".config",
-    "ServeConfig": ".config", "serve": ".online.serving", "ServeOutput": ".online.serving", "json_event": ".online.serving",
+    "ServeConfig": ".config", "JoinConfig": ".config", "ScoreConfig": ".config", "serve": ".online.serving", "ServeOutput": ".online.serving", "json_event": ".online.serving",
     "join_labels": ".online.labels", "JoinOutput": ".online.labels",
     "score": ".online.scoring", "ScoreOutput": ".online.scoring",
     "PythonIn": ".config", "TrainConfig": ".config",
@@ -42,8 +42,8 @@ _NAMES = {
 }
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
-    from .config import (AutoSettings, Checkpoints, Exports, Guards, LatencySettings, Mode, ModelUpdates, PeerUpdates,
-                         PythonIn, ServeConfig, TrainConfig)
+    from .config import (AutoSettings, Checkpoints, Exports, Guards, JoinConfig, LatencySettings, Mode, ModelUpdates,
+                         PeerUpdates, PythonIn, ScoreConfig, ServeConfig, TrainConfig)
     from .core.messages import Batch, DeadLetter
     from .core.simulation import SimulationResult, simulate
     from .core.wire import decode_batch, decode_dead_letter, encode_batch

@@ -1,4 +1,6 @@
-"""Configuration of a training job: frozen dataclasses validated on construction.
+"""Configuration of a training job and of serving: frozen dataclasses validated on construction
+(:class:`TrainConfig`, :class:`ServeConfig`; the groups of settings a TrainConfig holds are
+:mod:`~pyflink_tensair.settings`', re-exported here).
 
 Every rule violation raises :class:`~pyflink_tensair.errors.ConfigError` naming the field, the rule and
 the value received, the way Keras reports bad arguments::
@@ -11,13 +13,18 @@ the value received, the way Keras reports bad arguments::
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-import functools
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from .errors import ConfigError
-from .validation import is_number, require_int, require_number
+from .settings import (  # noqa: F401 (re-exported: the settings groups are the config's)
+    BAD_INPUT_POLICIES, DEFAULT_AVERAGE_EVERY, DEFAULT_MAX_BATCH_BYTES, DEFAULT_STALENESS_BOUND, DETECTORS,
+    NORM_ACTIONS, PEER_DAMPING, PEER_RULES, STATE_BACKENDS, AutoSettings, Checkpoints, Exports, Guards,
+    LatencySettings, ModelUpdates, PeerUpdates)
+from .validation import (is_number, require_callable, require_field_choices, require_int, require_number,
+                         require_text)
 
 
 
@@ -72,331 +79,7 @@ def _as_enum(owner: str, name: str, value, enum_type):
         return enum_type(value)
     except ValueError:
         allowed = ", ".join(repr(m.value) for m in enum_type)
-        renamed = _RENAMED_VALUES.get((name, value))
-        hint = f" ({value!r} is now {renamed!r}: see CHANGELOG.md)" if renamed else ""
-        raise ConfigError(f"{name} must be one of {allowed}. Received: {name}={value!r}{hint}") from None
-
-
-_RENAMED_VALUES = {("mode", "always"): "train", ("mode", "never"): "serve"}
-
-
-DETECTORS = ("optwin", "page_hinkley")
-
-
-@dataclass(frozen=True)
-class AutoSettings:
-    """How replicas in ``Mode.AUTO`` decide to stop and to resume training.
-
-    Attributes:
-        window: batches per window of the convergence test: converged once the mean prequential
-            loss of the last ``window`` batches is not below ``(1 - tolerance)`` times that of the
-            ``window`` before (at least ``2 * window`` batches after training started).
-        tolerance: the relative improvement below which the loss counts as no longer falling.
-        detector: the drift detector watching the loss while serving: ``"optwin"`` or
-            ``"page_hinkley"``; ``detector_parameters`` go to its constructor.
-
-    Example::
-
-        >>> AutoSettings(detector="page_hinkley", detector_parameters={"threshold": 5.0}).window
-        50
-    """
-
-    window: int = 50
-    tolerance: float = 0.01
-    detector: str = field(default="optwin", metadata={"choices": DETECTORS})
-    detector_parameters: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        if not isinstance(self.detector_parameters, dict):
-            raise ConfigError(f"detector_parameters must be a dict. Received: detector_parameters={self.detector_parameters!r}")
-        self.policy()  # checks every field
-
-    def policy(self):
-        """A fresh :class:`~pyflink_tensair.drift.AutoPolicy` with these settings."""
-        from .drift.policy import AutoPolicy
-
-        return AutoPolicy(window=self.window, tolerance=self.tolerance, detector=self.detector,
-                          detector_parameters=self.detector_parameters)
-
-
-PEER_DAMPING = ("none", "inverse")
-PEER_RULES = ("optimizer", "sgd")
-DEFAULT_STALENESS_BOUND = 1  # docs/use_cases.md, "DASGD against synchronous SGD"
-DEFAULT_AVERAGE_EVERY = 8
-
-
-@dataclass(frozen=True)
-class PeerUpdates:
-    """How a DASGD replica applies its peers' gradients: the remedies for stale gradients.
-
-    A peer's gradient was computed on the peer's weights some steps ago; applied at full size
-    through the replica's own optimizer, every replica takes one full step per batch of every
-    replica, on ever staler gradients. These settings weigh peer gradients down
-    (:mod:`pyflink_tensair.core.peer_updates` applies them; ``docs/use_cases.md`` compares them).
-    Own gradients are always applied as they are, through the model's optimizer.
-
-    Attributes:
-        scale: a factor on every peer gradient, in ``(0, 1]``.
-        damping: ``"none"``, or ``"inverse"``: a further factor ``1 / (1 + tau)``, ``tau`` the
-            local steps the receiver has taken past the sender's step (``local_step - step``,
-            at least 0): the older a gradient, the less it counts.
-        rule: ``"optimizer"``: peer gradients go through the model's optimizer (its slots,
-            e.g. Adam's moments, see them); ``"sgd"``: a plain step ``w -= sgd_learning_rate *
-            factor * g`` that leaves the optimizer's slots to the replica's own gradients (the
-            model needs ``apply_sgd``; the Keras adapter has it).
-        sgd_learning_rate: the plain step's learning rate; required with ``rule="sgd"``.
-        average_every: every this many local steps (default 8) a replica sends its weights
-            through the loop, and each peer moves its own ``1 / replicas`` of the way towards
-            them (periodic model averaging); ``None``: never (TensAIR's rule). Only variables with dense gradients are averaged:
-            embedding tables (sparse gradients) stay out, their rows travel in the gradient
-            messages and a whole table every few steps would outweigh them many times.
-
-    Example::
-
-        >>> PeerUpdates(scale=0.5, damping="inverse").factor(local_step=10, sender_step=7)
-        0.125
-        >>> PeerUpdates.tensair().plain  # TensAIR's rule: as they are, never averaged
-        True
-    """
-
-    scale: float = 1.0
-    damping: str = field(default="none", metadata={"choices": PEER_DAMPING})
-    rule: str = field(default="optimizer", metadata={"choices": PEER_RULES})
-    sgd_learning_rate: Optional[float] = None
-    average_every: Optional[int] = DEFAULT_AVERAGE_EVERY
-
-    def __post_init__(self):
-        if not is_number(self.scale) or not 0 < self.scale <= 1:
-            raise ConfigError(f"PeerUpdates.scale must be a number in (0, 1]. Received: scale={self.scale!r}")
-        if self.damping not in PEER_DAMPING:
-            raise ConfigError(f"PeerUpdates.damping must be 'none' or 'inverse'. Received: damping={self.damping!r}")
-        if self.rule not in PEER_RULES:
-            raise ConfigError(f"PeerUpdates.rule must be 'optimizer' or 'sgd'. Received: rule={self.rule!r}")
-        if self.rule == "sgd" and (not is_number(self.sgd_learning_rate) or not self.sgd_learning_rate > 0):
-            raise ConfigError("PeerUpdates(rule='sgd') needs sgd_learning_rate, a number > 0 (the plain step's "
-                              f"learning rate). Received: sgd_learning_rate={self.sgd_learning_rate!r}")
-        require_int("PeerUpdates.average_every", self.average_every, 1, optional=True)
-        if self.rule == "optimizer" and self.sgd_learning_rate is not None:
-            raise ConfigError("sgd_learning_rate is for PeerUpdates(rule='sgd'). "
-                              f"Received: rule='optimizer', sgd_learning_rate={self.sgd_learning_rate!r}")
-
-    @classmethod
-    def tensair(cls) -> "PeerUpdates":
-        """TensAIR's rule: peer gradients applied as they are, weights never averaged."""
-        return cls(average_every=None)
-
-    @property
-    def weighs_gradients(self) -> bool:
-        """Whether peer gradients are applied other than as they are, through the optimizer."""
-        return not (self.scale == 1 and self.damping == "none" and self.rule == "optimizer")
-
-    @property
-    def plain(self) -> bool:
-        """TensAIR's rule: peer gradients applied as they are, weights never averaged."""
-        return not self.weighs_gradients and self.average_every is None
-
-    def factor(self, local_step: int, sender_step: int) -> float:
-        """The factor on a gradient the sender computed at ``sender_step``, applied by a replica
-        that has taken ``local_step`` steps."""
-        if self.damping == "none":
-            return float(self.scale)
-        return float(self.scale) / (1 + max(0, local_step - sender_step))
-
-
-BAD_INPUT_POLICIES = ("dead_letter", "fail")
-NORM_ACTIONS = ("reject", "clip")
-DEFAULT_MAX_BATCH_BYTES = 64 * 2 ** 20
-
-
-@dataclass(frozen=True)
-class Guards:
-    """What the replicas let in: bad input, poisoned peer messages, outliers
-    (:mod:`pyflink_tensair.core.guards` checks them; ``docs/reliability.md`` has the table).
-
-    Attributes:
-        bad_input: ``"dead_letter"`` (default): a record, batch or corpus line that cannot be
-            trained on (not a record, a missing field, the wrong shape or dtype for the model,
-            NaN or infinite values, empty, oversized, a label outside the model's classes) goes
-            to ``TrainOutput.dead_letters`` with the reason and its position, is counted, and
-            the job goes on. ``"fail"``: the first one fails the job with a ``BadInputError``.
-        max_batch_bytes: a batch larger than this is set aside as ``"oversized"``.
-        max_gradient_norm: a peer message whose gradient's global L2 norm is larger is an
-            outlier (``None``: no bound). Non-finite peer gradients are always refused.
-        norm_action: what happens to an outlier: ``"reject"`` (not applied, counted) or
-            ``"clip"`` (scaled down to the bound, applied, counted).
-
-    Peer messages that do not fit the model (unknown or missing tensors, wrong shapes,
-    indices outside a table, non-finite values, another protocol version) are refused whatever
-    the policy: they are counted (``messages_rejected``) and reported in the dead-letter
-    stream, and the protocol goes on as if the sender's step had been applied.
-
-    Example::
-
-        >>> Guards(max_gradient_norm=10.0, norm_action="clip").norm_action
-        'clip'
-    """
-
-    bad_input: str = field(default="dead_letter", metadata={"choices": BAD_INPUT_POLICIES})
-    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
-    max_gradient_norm: Optional[float] = None
-    norm_action: str = field(default="reject", metadata={"choices": NORM_ACTIONS})
-
-    def __post_init__(self):
-        if self.bad_input not in BAD_INPUT_POLICIES:
-            raise ConfigError(f"Guards.bad_input must be 'dead_letter' or 'fail'. Received: bad_input={self.bad_input!r}")
-        require_int("max_batch_bytes", self.max_batch_bytes, 1)
-        if self.max_gradient_norm is not None and (not is_number(self.max_gradient_norm)
-                                                   or not 0 < self.max_gradient_norm < float("inf")):
-            raise ConfigError("Guards.max_gradient_norm must be a finite number > 0 or None. "
-                              f"Received: max_gradient_norm={self.max_gradient_norm!r}")
-        if self.norm_action not in NORM_ACTIONS:
-            raise ConfigError(f"Guards.norm_action must be 'reject' or 'clip'. Received: norm_action={self.norm_action!r}")
-
-
-@dataclass(frozen=True)
-class LatencySettings:
-    """Flink settings that decide how fast a gradient goes round the feedback loop.
-
-    PyFlink's defaults batch records for up to a second before a Python worker sees them; a
-    gradient loop would then apply peer updates long after they were due. The library sets these
-    on the job by default; pass ``TrainConfig(latency=None)`` to keep the environment's own values.
-
-    Attributes:
-        bundle_size: ``python.fn-execution.bundle.size``, records per Python bundle.
-        bundle_time_ms: ``python.fn-execution.bundle.time``, longest wait before a bundle is flushed.
-        buffer_timeout_ms: ``execution.buffer-timeout.interval``, longest wait of a network buffer.
-        network_buffer_kb: ``taskmanager.memory.segment-size``, the size of one network buffer.
-            Flink's 32 KB splits a 6.6 MB gradient into ~200 buffers, of which a receiver holds
-            about 10 until its task thread, busy training, reads them: the gradient then crawls
-            and the replicas train on ever staler models. 1 MB lets a whole message in at once.
-            A TaskManager setting: applied to a local mini-cluster (with 256 MB of network memory
-            unless set); on a standalone cluster it belongs in its ``config.yaml``
-            (``python -m pyflink_tensair.cluster`` writes it there).
-
-    Example::
-
-        >>> LatencySettings(bundle_time_ms=5).as_flink_options()["python.fn-execution.bundle.time"]
-        '5'
-    """
-
-    bundle_size: int = 1
-    bundle_time_ms: int = 10
-    buffer_timeout_ms: int = 1
-    network_buffer_kb: int = 1024
-
-    def __post_init__(self):
-        require_int("bundle_size", self.bundle_size, 1)
-        require_int("bundle_time_ms", self.bundle_time_ms, 1)
-        require_int("buffer_timeout_ms", self.buffer_timeout_ms, 0)
-        require_int("network_buffer_kb", self.network_buffer_kb, 4)
-
-    def as_flink_options(self) -> dict:
-        return {
-            "python.fn-execution.bundle.size": str(self.bundle_size),
-            "python.fn-execution.bundle.time": str(self.bundle_time_ms),
-            "execution.buffer-timeout.interval": f"{self.buffer_timeout_ms} ms",
-            "taskmanager.memory.segment-size": f"{self.network_buffer_kb}kb",
-        }
-
-
-STATE_BACKENDS = ("hashmap", "rocksdb")
-
-
-@dataclass(frozen=True)
-class Checkpoints:
-    """Flink checkpoints of every replica's state (weights, optimizer slots, counters, held
-    batches, unacknowledged messages), and the restarts from them.
-
-    Attributes:
-        interval_s: seconds between checkpoints (at least 0.01).
-        dir: where checkpoints go (a path or a URI); ``None``: the job's own setting (the
-            JobManager's memory, if none; the jobs: ``<outdir>/checkpoints``).
-        state_backend: ``"hashmap"`` (state on the JVM heap) or ``"rocksdb"`` (on local disk).
-        restart_attempts: restarts from the last checkpoint before the job fails (waiting 1 s,
-            then twice as long each time, up to 20 s), unless the job sets its own restart
-            strategy.
-
-    Example::
-
-        >>> TrainConfig(checkpoints=Checkpoints(interval_s=5, dir="/tmp/ckpt")).checkpoints.state_backend
-        'hashmap'
-    """
-
-    interval_s: float = 10.0
-    dir: Optional[str] = None
-    state_backend: str = field(default="hashmap", metadata={"choices": STATE_BACKENDS})
-    restart_attempts: int = 8
-
-    def __post_init__(self):
-        require_number("Checkpoints.interval_s", self.interval_s, 0.01, unit="seconds")
-        if self.dir is not None and (not isinstance(self.dir, str) or not self.dir):
-            raise ConfigError(f"Checkpoints.dir must be a non-empty path or URI, or None. Received: dir={self.dir!r}")
-        if self.state_backend not in STATE_BACKENDS:
-            raise ConfigError("Checkpoints.state_backend must be 'hashmap' or 'rocksdb'. "
-                              f"Received: state_backend={self.state_backend!r}")
-        require_int("Checkpoints.restart_attempts", self.restart_attempts, 0)
-
-
-@dataclass(frozen=True)
-class Exports:
-    """Exports of replica 0's current model while it trains, as
-    ``<dir>/model-v<version>.keras`` (written whole or not at all; the last one when the replica
-    finishes). :func:`pyflink_tensair.models.export.latest_export` finds the newest.
-
-    Attributes:
-        every_s: seconds between exports (> 0).
-        dir: a local folder the TaskManagers can write (on a cluster, a shared one); the jobs:
-            ``<outdir>/exports``.
-
-    Example::
-
-        >>> Exports(every_s=30, dir="/tmp/models").every_s
-        30
-    """
-
-    every_s: float
-    dir: str
-
-    def __post_init__(self):
-        require_number("Exports.every_s", self.every_s, above=0, unit="seconds")
-        if not isinstance(self.dir, str) or not self.dir:
-            raise ConfigError(f"Exports.dir must be a non-empty path. Received: dir={self.dir!r}")
-
-
-@dataclass(frozen=True)
-class ModelUpdates:
-    """Versioned model updates that replica 0 publishes while it trains
-    (``TrainOutput.updates``), for :func:`~pyflink_tensair.serve` to apply as they arrive.
-
-    An update is a snapshot (every weight) or a delta (the dense weights, and of each embedding
-    table only the rows that changed since the previous update); a server that missed a delta
-    waits for the next snapshot. Replica 0 publishes: with ``staleness_bound=0`` every replica
-    holds the same weights; with DASGD its weights already include every peer's gradients up to
-    the bound, while an average would have to gather every replica's weights first (N times the
-    bytes, and the slowest replica's delay).
-
-    Attributes:
-        every_ms: milliseconds between two updates (the first model change after that long
-            publishes; > 0).
-        every_steps: publish after this many new model versions even sooner, or ``None``: by
-            time only.
-        snapshot_every: every n-th update is a snapshot, so that a new or restarted server
-            catches up (>= 1; 1: every update whole).
-
-    Example::
-
-        >>> TrainConfig(updates=ModelUpdates(every_ms=100)).updates.snapshot_every
-        20
-    """
-
-    every_ms: float = 200.0
-    every_steps: Optional[int] = None
-    snapshot_every: int = 20
-
-    def __post_init__(self):
-        require_number("ModelUpdates.every_ms", self.every_ms, above=0, unit="milliseconds")
-        require_int("ModelUpdates.every_steps", self.every_steps, 1, optional=True)
-        require_int("ModelUpdates.snapshot_every", self.snapshot_every, 1)
+        raise ConfigError(f"{name} must be one of {allowed}. Received: {name}={value!r}") from None
 
 
 @dataclass(frozen=True)
@@ -462,10 +145,10 @@ class TrainConfig:
 
         >>> TrainConfig(replicas=2, staleness_bound=None).staleness_bound is None
         True
-        >>> TrainConfig(replica_execution="thread")
+        >>> TrainConfig(python_in="thread")
         Traceback (most recent call last):
         ...
-        pyflink_tensair.errors.ConfigError: TrainConfig(replica_execution=...) was renamed: use python_in='jvm' ('thread') or 'processes' ('process'); see CHANGELOG.md
+        pyflink_tensair.errors.ConfigError: python_in must be one of 'jvm', 'processes', 'client'. Received: python_in='thread'
     """
 
     replicas: int = 1
@@ -519,8 +202,7 @@ class TrainConfig:
         if self.staleness_bound == 0 and self.peer_updates.weighs_gradients:
             raise ConfigError("peer_updates weigh DASGD's peer gradients; synchronous replicas (staleness_bound=0) "
                               f"apply every step's average. Received: staleness_bound=0, peer_updates={self.peer_updates!r}")
-        if self.sparse_values not in SPARSE_VALUES:
-            raise ConfigError(f"sparse_values must be 'float32' or 'float16'. Received: sparse_values={self.sparse_values!r}")
+        require_field_choices(self)
         if not isinstance(self.name, str) or not self.name.replace("-", "").replace("_", "").isalnum():
             raise ConfigError(
                 "name must be a non-empty string of letters, digits, '-' and '_'. "
@@ -568,29 +250,129 @@ class ServeConfig:
             raise ConfigError(f"ServeConfig.name must be letters, digits, '-' and '_'. Received: name={self.name!r}")
 
 
-# The names of the release before CHANGELOG.md's 0.2.0: refused with the new name, not guessed.
-_RENAMED_FIELDS = {
-    "workers": "python_in='client' ('loopback') or 'processes' ('process')",
-    "replica_execution": "python_in='jvm' ('thread') or 'processes' ('process')",
-    "trainer": "trainer_thread=True ('thread') or False ('inline')",
-    "checkpoint_interval_s": "checkpoints=Checkpoints(interval_s=...)",
-    "checkpoint_dir": "checkpoints=Checkpoints(dir=...)",
-    "state_backend": "checkpoints=Checkpoints(state_backend=...)",
-    "restart_attempts": "checkpoints=Checkpoints(restart_attempts=...)",
-    "export_every_s": "exports=Exports(every_s=..., dir=...)",
-    "export_dir": "exports=Exports(every_s=..., dir=...)",
-}
-_dataclass_init = TrainConfig.__init__
+def python_in_of(value, *, client: bool = True) -> PythonIn:
+    """The :class:`PythonIn` that ``value`` (one, or its name) names; ``client=False``: ``"jvm"``
+    or ``"processes"`` only (the online operators and the servers).
+
+    Example::
+
+        >>> python_in_of("processes") is PythonIn.PROCESSES
+        True
+        >>> python_in_of("client", client=False)
+        Traceback (most recent call last):
+        ...
+        pyflink_tensair.errors.ConfigError: python_in must be one of 'jvm', 'processes'. Received: python_in='client'
+    """
+    allowed = [m for m in PythonIn if client or m is not PythonIn.CLIENT]
+    try:
+        found = PythonIn(value)
+    except ValueError:
+        found = None
+    if found not in allowed:
+        raise ConfigError(f"python_in must be one of {', '.join(repr(m.value) for m in allowed)}. "
+                          f"Received: python_in={value!r}")
+    return found
 
 
-@functools.wraps(_dataclass_init)
-def _init_refusing_old_names(self, *args, **kwargs):
-    for old in sorted(kwargs.keys() & _RENAMED_FIELDS.keys()):
-        raise ConfigError(f"TrainConfig({old}=...) was renamed: use {_RENAMED_FIELDS[old]}; see CHANGELOG.md")
-    _dataclass_init(self, *args, **kwargs)
+TIMES = ("event", "processing")
 
 
-TrainConfig.__init__ = _init_refusing_old_names  # type: ignore[method-assign]
+@dataclass(frozen=True)
+class JoinConfig:
+    """How :func:`~pyflink_tensair.join_labels` joins events with their labels (its keywords are
+    these fields: ``join_labels(events, labels, timeout_ms=60_000)`` is
+    ``join_labels(events, labels, JoinConfig(timeout_ms=60_000))``).
+
+    Attributes:
+        timeout_ms: how long an event waits for its label (> 0).
+        time: ``"event"`` (the streams' timestamps and watermarks: assign them at the sources,
+            e.g. Kafka's record time; a job's outcome then never depends on its speed) or
+            ``"processing"`` (the wall clock).
+        default_label: the label of an event whose label did not come in time (e.g. ``0``, "no
+            click"), or ``None`` to drop it; counted in ``timeouts`` either way.
+        retention_ms: how long a closed id is remembered, to tell a second or late label from a
+            label without event (``None``: ``timeout_ms``); then its state is cleared.
+        event_key, label_key, label: how to read an id and a label from the texts (``None``: the
+            JSON ``"id"``, and ``"y"``).
+        python_in: where the join's Python runs: ``"jvm"`` (inside the TaskManagers) or ``"processes"``.
+        name: prefix of its operators' names and uids.
+
+    Example::
+
+        >>> JoinConfig(timeout_ms=60_000, default_label=0).retention_ms is None
+        True
+    """
+
+    timeout_ms: float
+    time: str = "event"
+    default_label: Any = None
+    retention_ms: Optional[float] = None
+    event_key: Optional[Callable[[str], str]] = None
+    label_key: Optional[Callable[[str], str]] = None
+    label: Optional[Callable] = None
+    python_in: PythonIn = PythonIn.JVM
+    name: str = "join"
+
+    def __post_init__(self):
+        require_number("timeout_ms", self.timeout_ms, above=0, unit="milliseconds")
+        require_number("retention_ms", self.retention_ms, 0, optional=True, unit="milliseconds")
+        if self.time not in TIMES:
+            raise ConfigError(f"time must be 'event' or 'processing'. Received: time={self.time!r}")
+        if self.default_label is not None and not isinstance(self.default_label, (str, bool)) \
+                and not is_number(self.default_label):
+            raise ConfigError("default_label must be a number, a string or None. "
+                              f"Received: default_label={self.default_label!r}")
+        for what in ("event_key", "label_key", "label"):
+            require_callable(what, getattr(self, what), "a function of one text", optional=True)
+        object.__setattr__(self, "python_in", python_in_of(self.python_in, client=False))
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """How :func:`~pyflink_tensair.score` scores served predictions against their labels (its
+    keywords are these fields).
+
+    Attributes:
+        window: scored events in the sliding window.
+        report_every: a window report every this many scored events.
+        retention_ms: how long a prediction waits for its label, or a label for its prediction
+            (processing time), before it is forgotten and counted as unmatched.
+        label_field: the label's field in the records' JSON.
+        key: the id of a record's text (``None``: its JSON ``"id"``, as a string).
+        python_in: where the Python operators run: ``"jvm"`` (inside the TaskManagers) or ``"processes"``.
+        name: the metric group and the reports' ``"name"`` (e.g. ``"served"``, ``"frozen"``).
+
+    Example::
+
+        >>> ScoreConfig(name="served").window
+        200
+    """
+
+    window: int = 200
+    report_every: int = 50
+    retention_ms: float = 600_000
+    label_field: str = "y"
+    key: Optional[Callable[[str], str]] = None
+    python_in: PythonIn = PythonIn.JVM
+    name: str = "score"
+
+    def __post_init__(self):
+        require_int("window", self.window, minimum=1)
+        require_int("report_every", self.report_every, minimum=1)
+        require_number("retention_ms", self.retention_ms, above=0, unit="milliseconds")
+        require_text("label_field", self.label_field)
+        require_callable("key", self.key, "a function of one record's text (its id)", optional=True)
+        object.__setattr__(self, "python_in", python_in_of(self.python_in, client=False))
+
+
+def with_fields(config_type, config, fields: dict):
+    """``config`` (a ``config_type``, or ``None``) with ``fields`` set: a verb's keywords are its
+    config's fields (``score(p, r, window=50)`` is ``score(p, r, ScoreConfig(window=50))``)."""
+    if config is None:
+        return config_type(**fields)
+    if not isinstance(config, config_type):
+        raise ConfigError(f"config must be a {config_type.__name__}. Received: config={config!r:.100}")
+    return dataclasses.replace(config, **fields) if fields else config
 
 
 def as_train_config(config) -> TrainConfig:

@@ -4,6 +4,10 @@ Every message names what broke the rule, the rule, and what was received, the wa
 bad arguments (``"... must be ... Received: name=value"``). A job's ``main`` catches
 :class:`TensairError` and prints it as one line (exit code 2): nothing needs re-wrapping.
 
+Every exception of the package is here but one: ``feedback/build.py``'s ``ChannelBuildError``,
+since ``setup.py`` loads that file alone in a build environment; the package re-raises it as
+:class:`JavaToolchainError`.
+
 Each subclass also derives from the built-in exception a Python user would catch for it::
 
     >>> issubclass(DataNotFoundError, FileNotFoundError), issubclass(ConfigError, ValueError)
@@ -62,3 +66,22 @@ class JavaToolchainError(TensairError, RuntimeError):
 
 class KafkaError(TensairError, RuntimeError):
     """Kafka is not where it should be: the broker, its jars or the Flink connector jar."""
+
+
+class TrainerFailed(TensairError):
+    """A replica's trainer thread raised; the original error is the ``__cause__``."""
+
+
+class WaitTimeout(TensairError, TimeoutError):
+    """What :func:`~pyflink_tensair.waiting.wait_until` raises when the time is up: a
+    :class:`TimeoutError` that a caller can tell from one the condition itself let through (a
+    socket's, say)."""
+
+
+class SavepointError(ClusterError):
+    """A savepoint the cluster did not take: it failed, or did not complete in time."""
+
+
+class SavepointDeclined(SavepointError):
+    """A savepoint a task declined for a moment (it was finishing, or not running yet): the same
+    savepoint a moment later may succeed."""

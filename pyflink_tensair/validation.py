@@ -84,6 +84,31 @@ def require_choice(name: str, value: Any, choices: Iterable[str]):
     return value
 
 
+def require_field_choices(instance, owner: str = "") -> None:
+    """Each field of the dataclass ``instance`` whose metadata lists its ``"choices"`` holds one of
+    them: the one list of a field's allowed values, in its declaration (``owner``: the prefix of
+    the field's name in the message).
+
+        >>> import dataclasses
+        >>> @dataclasses.dataclass
+        ... class Job:
+        ...     backend: str = dataclasses.field(default="a", metadata={"choices": ("a", "b")})
+        >>> require_field_choices(Job("c"), "Job")
+        Traceback (most recent call last):
+        ...
+        pyflink_tensair.errors.ConfigError: Job.backend must be 'a' or 'b'. Received: backend='c'
+    """
+    import dataclasses
+
+    for f in dataclasses.fields(instance):
+        choices = f.metadata.get("choices")
+        value = getattr(instance, f.name)
+        if choices is not None and value not in choices:
+            quoted = [repr(c) for c in choices]
+            allowed = " or ".join(quoted) if len(quoted) == 2 else "one of " + ", ".join(quoted)
+            raise ConfigError(f"{owner + '.' if owner else ''}{f.name} must be {allowed}. Received: {f.name}={value!r}")
+
+
 def require_bool(name: str, value: Any) -> bool:
     """``value`` if it is ``True`` or ``False`` (not a truthy 1 or "yes")."""
     if not isinstance(value, bool):

@@ -8,7 +8,7 @@ Example::
     >>> wait_until(lambda: False, timeout_s=0.02, interval_s=0.01, what="the service")
     Traceback (most recent call last):
     ...
-    pyflink_tensair.waiting.WaitTimeout: waited 0.02 s for the service
+    pyflink_tensair.errors.WaitTimeout: waited 0.02 s for the service
 """
 
 from __future__ import annotations
@@ -16,12 +16,9 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional, TypeVar
 
+from .errors import WaitTimeout  # noqa: F401 (raised here, imported from here by callers)
+
 T = TypeVar("T")
-
-
-class WaitTimeout(TimeoutError):
-    """What :func:`wait_until` raises when the time is up: a :class:`TimeoutError` that a caller
-    can tell from one the condition itself let through (a socket's, say)."""
 
 
 def wait_until(condition: Callable[[], Optional[T]], timeout_s: float, *, interval_s: float = 0.2,

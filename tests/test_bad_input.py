@@ -112,6 +112,8 @@ CASES = [
     case("join_labels-python_in", pt.join_labels, "python_in", "'thread'", **JOIN, python_in="thread"),
     case("join_labels-python_in-client", pt.join_labels, "python_in", "'client'", **JOIN, python_in="client"),
     case("join_labels-events-not-a-stream", pt.join_labels, "events", "'not a stream'", **JOIN),
+    case("join_labels-config", pt.join_labels, "config", "'jvm'", **JOIN, config="jvm"),
+    case("JoinConfig-timeout_ms", pt.JoinConfig, "timeout_ms", "-5", timeout_ms=-5),
     # score
     case("score-window", pt.score, "window", "0", **SCORE, window=0),
     case("score-report_every", pt.score, "report_every", "True", **SCORE, report_every=True),
@@ -120,6 +122,8 @@ CASES = [
     case("score-key", pt.score, "key", "'id'", **SCORE, key="id"),
     case("score-python_in", pt.score, "python_in", "'thread'", **SCORE, python_in="thread"),
     case("score-predictions-not-a-stream", pt.score, "predictions", "'not a stream'", **SCORE),
+    case("score-config", pt.score, "config", "ServeConfig(", **SCORE, config=pt.ServeConfig()),
+    case("ScoreConfig-window", pt.ScoreConfig, "window", "0", window=0),
     # text_batches
     case("text_batches-classes-text", pt.text_batches, "classes", "'10'", **TEXT, classes="10"),
     case("text_batches-classes-0", pt.text_batches, "classes", "0", **TEXT, classes=0),
@@ -131,7 +135,7 @@ CASES = [
     case("text_batches-parse", pt.text_batches, "parse", "None", **{**TEXT, "parse": None}),
     case("text_batches-rate", pt.text_batches, "rate", "nan", **TEXT, rate=math.nan),
     case("text_batches-max_wait_ms", pt.text_batches, "max_wait_ms", "0", **TEXT, max_wait_ms=0),
-    case("text_batches-config", pt.text_batches, "config", "'jvm'", **TEXT, config="jvm"),
+    case("text_batches-python_in", pt.text_batches, "python_in", "'thread'", **TEXT, python_in="thread"),
     case("text_batches-records-not-a-stream", pt.text_batches, "records", "'not a stream'", **TEXT),
     # to_batches
     case("to_batches-batch_size", pt.to_batches, "batch_size", "2.5", **{**RECORDS, "batch_size": 2.5}),
@@ -158,7 +162,7 @@ CASES = [
     case("batch_source-count-bool", pt.batch_source, "count", "True", **{**SOURCE, "count": True}),
     case("batch_source-count-0", pt.batch_source, "count", "0", **{**SOURCE, "count": 0}),
     case("batch_source-make_batch", pt.batch_source, "make_batch", "'digits'", **{**SOURCE, "make_batch": "digits"}),
-    case("batch_source-config", pt.batch_source, "config", "'jvm'", **SOURCE, config="jvm"),
+    case("batch_source-python_in", pt.batch_source, "python_in", "'thread'", **SOURCE, python_in="thread"),
     case("batch_source-env", pt.batch_source, "env", "'not a stream'", **SOURCE),
     # kafka_examples
     case("kafka_examples-servers-int", kafka_examples, "servers", "9092", **{**KAFKA, "servers": 9092}),

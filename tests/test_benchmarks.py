@@ -326,8 +326,8 @@ def test_replica_path_profile_is_per_batch_from_cumulative_metrics():
     from pyflink_tensair.core.events import Metrics
 
     def metrics(step, t):  # 50 ms per step, 30 of them in the model, 20 in callbacks, 1 in the codec
-        return Metrics(0, "batch", t, step, step, 0.1, None, 0, 0.0, 0, 0, 0, 0, 0, 0, 0, step,
-                       model_busy_s=0.030 * step, callback_s=0.020 * step, codec_s=0.001 * step, idle_s=0.0)
+        return Metrics(replica=0, phase="batch", time=t, local_step=step, model_version=step, loss=0.1, accuracy=None,
+                       staleness=0, batches_per_s=0.0, held_batches=0, batch_id=step, model_busy_s=0.030 * step, callback_s=0.020 * step, codec_s=0.001 * step, idle_s=0.0)
 
     got = profile([metrics(s, 0.05 * s) for s in range(1, 21)])
     assert got == {"wall": 50.0, "model": 30.0, "codec": 1.0, "callback": 20.0, "idle": 0.0, "outside": 30.0}

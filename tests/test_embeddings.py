@@ -11,7 +11,7 @@ from pyflink_tensair import TrainConfig
 from pyflink_tensair.config import ModelUpdates
 from pyflink_tensair.core import wire
 from pyflink_tensair.core.messages import Batch, GradientMessage
-from pyflink_tensair.core.updates import ModelUpdate, ModelView, decode_update, encode_update
+from pyflink_tensair.core.model_updates import ModelUpdate, ModelView, decode_update, encode_update
 from pyflink_tensair.core.row_resets import (NOTICES, Reassignment, RowResets, TableNotices, TableSpec, batch_notices,
                                              decode_notices, encode_notices, fresh_rows)
 from pyflink_tensair.embeddings import CountMinSketch, IdTable
@@ -308,7 +308,7 @@ def test_a_peer_message_whose_notices_do_not_fit_is_refused_not_applied():
     replica = Replica(0, _word2vec(31), TrainConfig(replicas=2))
     replica.on_batch(batches[0])
     generations = replica.rows.generations["words"].copy()
-    gradients = {name: np.zeros(shape, np.float32) for name, shape in replica._shapes.items()}
+    gradients = {name: np.zeros(shape, np.float32) for name, shape in replica.steps.shapes.items()}
     other = {"words": TableNotices(7, ("target_embedding",), (Reassignment(1, 9, "zz"),))}
     replica.on_gradient(wire.decode_message(wire.encode_message(GradientMessage(1, 1, 1, gradients, notices=other))))
     assert replica.messages_rejected == 1 and replica.dead_letters == 1

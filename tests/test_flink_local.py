@@ -70,7 +70,7 @@ def _batches_made_where(python_in):
 
         from flink_harness import batch_made_where, batch_meta
 
-        batches = batch_source(env, 6, batch_made_where, rate=50.0, name=name, config=TrainConfig(python_in=python_in))
+        batches = batch_source(env, 6, batch_made_where, rate=50.0, name=name, python_in=python_in)
         meta = batches.map(batch_meta, output_type=Types.STRING()).uid(f"{name}-meta")
         write_json_lines(meta, outdir, "meta", name=name)
     return Pipeline(name, build)
@@ -390,7 +390,7 @@ def test_where_the_replicas_python_runs_every_python_operator_of_train_runs(pyth
     env = StreamExecutionEnvironment.get_execution_environment()
     config = TrainConfig(replicas=2, python_in=python_in, name=f"where-{python_in}")
     make = functools.partial(teacher_classification_batch, batch_size=8, features=20, classes=4, seed=0)
-    out = train(batch_source(env, 4, make, config=config), model=zoo.quickstart_classifier, config=config,
+    out = train(batch_source(env, 4, make, python_in=config.python_in), model=zoo.quickstart_classifier, config=config,
                 check_model=False)
     out.metrics.print()
     operators = _python_operators(env)

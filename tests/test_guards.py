@@ -104,7 +104,7 @@ def test_a_poisoned_peer_gradient_is_refused_counted_and_the_bound_goes_on(poiso
     assert [(l.reason, l.what, l.position) for l in letters] == [(reason, "message", 1)]
     assert r0.messages_rejected == 1 and r0.messages_applied == 0 and r0.model_version == 0
     assert max_weight_diff([before, r0.model.get_weights()]) == 0.0
-    assert r0._progress(1) == 1  # counted as received: the staleness bound does not wait for it
+    assert r0.peers[1].progress() == 1  # counted as received: the staleness bound does not wait for it
     r0.on_gradient(message)  # a repeat is a duplicate, not a second refusal
     assert r0.messages_rejected == 1 and r0.duplicates_dropped == 1
 
@@ -170,7 +170,7 @@ def test_a_message_that_does_not_decode_counts_against_its_sender():
     r0, _ = _pair(staleness_bound=1)
     events = r0.on_gradient(RefusedMessage(1, 1, 2, wire.KIND_GRADIENT, "unsupported format version 2"))
     assert [e.reason for e in events if isinstance(e, DeadLetter)] == ["not_a_record"]
-    assert r0._progress(1) == 2 and r0.messages_rejected == 1
+    assert r0.peers[1].progress() == 2 and r0.messages_rejected == 1
     r0.on_gradient(RefusedMessage(1, 5, 5, wire.KIND_DONE, "bad bytes"))
     r0.on_input_end()
     r0.on_gradient(_gradient(step=3)), r0.on_gradient(_gradient(step=4)), r0.on_gradient(_gradient(step=5))
@@ -258,8 +258,8 @@ def test_a_replica_is_saturated_while_a_quarter_of_its_buffer_waits_for_the_boun
     batches = make_regression_batches(12, 3)
     for batch in batches[:6]:
         r0.on_batch(batch)  # r1 sends nothing: after 2 steps r0 holds the rest
-    assert (r0.local_step, len(r0._held), r0.saturated) == (2, 4, True)
+    assert (r0.local_step, r0.held_batches, r0.saturated) == (2, 4, True)
     sent = [e.message for b in batches[6:9] for e in r1.on_batch(b) if type(e).__name__ == "Broadcast"]
     for message in sent:
         r0.on_gradient(message)
-    assert not r0.saturated and len(r0._held) < 4
+    assert not r0.saturated and r0.held_batches < 4

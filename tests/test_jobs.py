@@ -231,7 +231,7 @@ def test_clicks_learns_from_ids_the_stream_brings_in_tables_smaller_than_its_ids
     ("quickstart.py", ["--staleness-bound", "-2"], "argument --staleness-bound: staleness_bound must be an int >= 0"),
     ("quickstart.py", ["--replicas", "0"], "argument --replicas: replicas must be an int >= 1. Received: replicas=0"),
     ("quickstart.py", ["--python-in", "thread"], "python_in must be one of 'jvm', 'processes', 'client'"),
-    ("quickstart.py", ["--mode", "always"], "Received: mode='always' ('always' is now 'train': see CHANGELOG.md)"),
+    ("quickstart.py", ["--mode", "always"], "mode must be one of 'train', 'serve', 'auto'. Received: mode='always'"),
     ("quickstart.py", ["--replica-execution", "thread"], "unrecognized arguments: --replica-execution thread"),
     ("image_classification.py", ["--data", "mnist"], "argument --data: data must be 'digits', 'cifar10:FOLDER' or 'synthetic'"),
     ("image_classification.py", ["--data", "cifar10:/no/such/folder"], "does not exist"),

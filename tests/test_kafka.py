@@ -298,7 +298,7 @@ def test_the_online_loop_reads_kafka_json_tables_declared_in_sql_and_gives_a_pre
     from pyflink_tensair.flink.sinks import write_json_lines
     from pyflink_tensair.kafka.artifacts import connector_jar
     from pyflink_tensair.models import zoo
-    from pyflink_tensair.online.tables import events_from_table, labels_from_table, predictions_table
+    from pyflink_tensair.online.sql_tables import events_from_table, labels_from_table, predictions_table
 
     suffix = str(int(time.time() * 1000))
     topics = {"events": f"table-events-{suffix}", "labels": f"table-labels-{suffix}"}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pyflink_tensair.config import ModelUpdates
-from pyflink_tensair.core.updates import ModelView, UpdatePublisher, encode_update
+from pyflink_tensair.core.model_updates import ModelView, UpdatePublisher, encode_update
 from pyflink_tensair.online.udf import UpdatesFollower
 
 FEATURES = 20

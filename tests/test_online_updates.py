@@ -1,4 +1,4 @@
-"""Model updates (pyflink_tensair.core.updates): what replica 0 publishes, and what a server's view makes of it."""
+"""Model updates (pyflink_tensair.core.model_updates): what replica 0 publishes, and what a server's view makes of it."""
 
 import dataclasses
 
@@ -8,7 +8,7 @@ import pytest
 from pyflink_tensair import ConfigError, TrainConfig, WireFormatError, simulate
 from pyflink_tensair.config import ModelUpdates
 from pyflink_tensair.core.messages import SparseGradient
-from pyflink_tensair.core.updates import ModelView, UpdatePublisher, decode_update, encode_update
+from pyflink_tensair.core.model_updates import ModelView, UpdatePublisher, decode_update, encode_update
 from pyflink_tensair.testing import LinearModel, make_regression_batches
 
 
@@ -141,7 +141,7 @@ def test_a_server_answers_events_of_ids_through_the_map_its_updates_carry():
     import struct
 
     from pyflink_tensair import ServeConfig, json_event
-    from pyflink_tensair.core.updates import ModelUpdate
+    from pyflink_tensair.core.model_updates import ModelUpdate
     from pyflink_tensair.models import zoo
     from pyflink_tensair.models.keras_adapter import KerasModelAdapter, load_model
     from pyflink_tensair.online.serving import UpdatedServer

@@ -6,7 +6,7 @@ import functools
 import pytest
 
 from pyflink_tensair import ModelUpdates, TrainConfig, batch_source, serve, train
-from pyflink_tensair.core.updates import decode_update
+from pyflink_tensair.core.model_updates import decode_update
 from pyflink_tensair.datasets.teacher import teacher_classification_batch
 from pyflink_tensair.flink.sources import number_sequence
 from pyflink_tensair.models import zoo

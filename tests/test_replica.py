@@ -6,6 +6,7 @@ import pytest
 from pyflink_tensair import ConfigError, Mode, PeerUpdates, ProtocolError, TrainConfig
 from pyflink_tensair.core import (Batch, Broadcast, DoneMessage, FinalModel, GradientMessage, Metrics, Prediction, Replica,
                                   StepResult)
+from pyflink_tensair.core import wire
 from pyflink_tensair.core.messages import WeightsMessage
 from pyflink_tensair.testing import LinearModel, make_regression_batches, simulate
 
@@ -269,38 +270,21 @@ def _positional(snapshot):
 
 
 @pytest.mark.parametrize("bound", [0, 2, None])
-def test_a_snapshot_with_positional_counters_of_the_previous_release_restores(bound):
-    batches = make_regression_batches(14, 3, seed=7)
-    first = [("batch", i % 2, b) for i, b in enumerate(batches[:7])] + [("deliver", None, None), ("batch", 0, batches[0])]
-    second = [("batch", i % 2, b) for i, b in enumerate(batches[7:])] + [("end", 0, None), ("end", 1, None)]
-    second += [("deliver", None, None)]
+def test_a_snapshot_of_a_release_before_0_2_is_refused_with_the_reason(bound):
+    """0.2.0 read the positional layout still; this release refuses it, saying how to move on."""
+    batches = make_regression_batches(7, 3, seed=7)
     make = lambda: [Replica(r, LinearModel(3), replicas=2, staleness_bound=bound, broadcast_every=1 if bound == 0 else 2,
                             buffer_capacity=50) for r in range(2)]
-    straight, in_flight = make(), []
-    _drive(straight, first, in_flight)
-    snapshots = [r.snapshot() for r in straight]
-    assert all("counters" not in s and "counters/local_step" in s for s in snapshots), "counters by name"
-    old = [_positional(s) for s in snapshots]
-    steps = [r.local_step for r in straight]
-    assert all(o["counters"][0] == step > 0 for o, step in zip(old, steps))
-    restored = make()
-    for replica, snapshot in zip(restored, old):
-        replica.restore(snapshot)
-    # the same state as a snapshot of this release gives, but for the counters that layout did not
-    # have (newer ones), which keep their initial values
-    initial = make()[0].snapshot()
-    layout = {f"counters/{name.lstrip('_')}" for name in _POSITIONAL_COUNTERS}
-    for replica, snapshot in zip(restored, snapshots):
-        again = replica.snapshot()
-        assert sorted(again) == sorted(snapshot)
-        expected = {k: initial[k] if k.startswith("counters/") and k not in layout else v for k, v in snapshot.items()}
-        assert all(np.array_equal(again[k], expected[k]) for k in snapshot), [k for k in snapshot if not np.array_equal(again[k], expected[k])]
-        assert expected["counters/gradient_messages_sent"] != snapshot["counters/gradient_messages_sent"], "a newer counter"
-    _assert_same_finals(straight, restored, second, in_flight)
-    # older releases wrote fewer counters: the first ones restore, the others keep their values
-    shorter = make()[0]
-    shorter.restore({**old[0], "counters": old[0]["counters"][:8]})
-    assert (shorter.local_step, shorter.model_version, shorter.done_sent) == (steps[0], int(snapshots[0]["counters/model_version"]), False)
+    straight = make()
+    _drive(straight, [("batch", i % 2, b) for i, b in enumerate(batches)] + [("deliver", None, None)], [])
+    old = [_positional(r.snapshot()) for r in straight]
+    assert all(o["counters"][0] > 0 for o in old)
+    for replica, snapshot in zip(make(), old):
+        with pytest.raises(ProtocolError, match=r"before 0\.2\.0 .* resume it with a 0\.2\.x release"):
+            replica.restore(snapshot)
+    if bound != 0:  # a rescale reads the old replicas' states: refused alike
+        with pytest.raises(ProtocolError, match=r"before 0\.2\.0"):
+            make()[0].adopt(2, {0: old[0], 1: old[1]})
 
 
 def test_a_lone_replica_sends_no_gradients_but_still_ends_its_channel():
@@ -370,7 +354,7 @@ def _peer_message(sender, step, gradients):
 def test_peer_gradients_are_weighed_as_peer_updates_say(updates, local_steps, expected_w):
     replica = Replica(0, _model([0.0, 0.0], learning_rate=0.5, momentum=0.0), replicas=2, staleness_bound=None,
                       peer_updates=updates)
-    replica.local_step = local_steps  # as if it had trained: only the step count matters to the factor
+    replica.counts.local_step = local_steps  # as if it had trained: only the step count matters to the factor
     replica.on_gradient(_peer_message(1, 2, {"w": np.array([1.0, 2.0]), "b": np.array([0.0])}))
     np.testing.assert_allclose(replica.model.weights["w"], expected_w)
     assert replica.messages_applied == 1
@@ -409,12 +393,13 @@ def test_periodic_averaging_sends_weights_after_the_gradients_and_peers_mix_them
     for name, value in r1.model.get_weights().items():  # half way towards replica 0's weights
         np.testing.assert_allclose(value, (before[name] + sent[2].weights[name]) / 2)
     mixed = r1.model.get_weights()
+    assert r1.weights_mixed == 1 and r1.metrics_record("batch", None).weights_mixed == 1  # a counter of the table
     r1.on_gradient(sent[2])  # a repeat (after a restore) changes nothing
     assert r1.duplicates_dropped == 1 and all(np.array_equal(mixed[k], v) for k, v in r1.model.get_weights().items())
     restored = Replica(1, LinearModel(3, seed=0), replicas=2, staleness_bound=None, peer_updates=updates)
     restored.restore(r1.snapshot())
-    restored.on_gradient(sent[2])  # the newest step mixed in is part of the state (and so is the counter)
-    assert restored.duplicates_dropped == 2
+    restored.on_gradient(sent[2])  # the newest step mixed in is part of the state (and so are the counters)
+    assert restored.duplicates_dropped == 2 and restored.weights_mixed == 1
 
 
 def test_periodic_averaging_keeps_the_protocol_and_pulls_the_replicas_together():
@@ -449,3 +434,35 @@ def test_periodic_averaging_leaves_embedding_tables_out():
     only_sparse.model.apply_gradients = lambda gradients: None
     sent = [e.message for e in only_sparse.on_batch(make_regression_batches(1, 3)[0]) if isinstance(e, Broadcast)]
     assert [type(m).__name__ for m in sent] == ["GradientMessage"]  # nothing dense to average: no weights message
+
+
+def _snapshots_module():
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.spec_from_file_location("replica_snapshots",
+                                                  pathlib.Path(__file__).parent / "data" / "replica_snapshots.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["sync", "bound2", "unbounded"])
+def test_a_snapshot_written_before_the_replica_was_split_resumes_exactly(name):
+    """Snapshots the release before issue 51 wrote (tests/data): restored now, the replicas hold
+    the state this release reaches on the same script, and finish with the same models."""
+    data = _snapshots_module()
+    bound = data.BOUNDS[name]
+    first, second = data.halves()
+    straight, in_flight = data.make(bound), []
+    _drive(straight, first, in_flight)
+    snapshots, saved_in_flight = data.load(name)
+    assert [(dest, wire.encode_message(m)) for dest, m in in_flight] == saved_in_flight
+    restored = data.make(bound)
+    for replica in restored:
+        replica.restore(snapshots[replica.id])
+    for now, before in zip(restored, straight):
+        again, expected = now.snapshot(), before.snapshot()
+        assert sorted(again) == sorted(expected)
+        assert all(np.array_equal(again[k], expected[k]) for k in expected)
+    _assert_same_finals(straight, restored, second, in_flight)

@@ -179,7 +179,7 @@ def test_batches_and_peer_messages_wait_for_the_merge():
     assert not [e for e in events if isinstance(e, Metrics) and e.phase == "batch"]  # held, not trained
     np.testing.assert_array_equal(waiting.model.get_state()["weights/w"], before)
     second.deliver()
-    assert waiting._rescale is None and not waiting.held_batches
+    assert not waiting.rescaling and not waiting.held_batches
 
 
 def test_a_merge_refuses_what_does_not_add_up():

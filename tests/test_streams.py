@@ -62,8 +62,8 @@ def test_negative_rate_is_refused():
 def test_batch_source_refuses_an_unknown_execution_mode_before_the_job_is_built():
     from pyflink_tensair.flink.sources import batch_source
 
-    with pytest.raises(ConfigError, match="config must be a TrainConfig. Received: config='jvm'"):
-        batch_source(object(), 3, _batch, config="jvm")
+    with pytest.raises(ConfigError, match="python_in must be one of 'jvm', 'processes', 'client'. Received: python_in='thread'"):
+        batch_source(object(), 3, _batch, python_in="thread")
 
 
 def test_digits_stream_visits_every_training_image_once_per_pass_in_a_new_order():

@@ -32,7 +32,7 @@ from pyflink_tensair.core.messages import DoneMessage, GradientMessage
 from pyflink_tensair.flink import types
 from pyflink_tensair.flink.environment import prepare_environment
 from pyflink_tensair.flink.execution import in_jvm, keyed_co_process, process
-from pyflink_tensair.flink.functions import END_OF_TIME, subtask_index
+from pyflink_tensair.flink.environment import END_OF_TIME, subtask_index
 from pyflink_tensair.flink.loop import FeedbackLoop
 
 from .flinkml_protocol import GradientUpdate, ModelUpdate, Updater, UpdaterDone, Worker, WorkerDone
@@ -59,7 +59,7 @@ class _WorkerFunction(KeyedCoProcessFunction):
 
     def open(self, runtime_context: RuntimeContext):
         self._worker = Worker(subtask_index(runtime_context), _adapter(self._model, self._config))
-        self._tag = types.feedback_tag(self._config.name)
+        self._tag = types.FEEDBACK.tag(self._config.name)
         self._timer = False
 
     def _emit(self, events):
@@ -124,7 +124,7 @@ def flinkml(batches, *, model, config: TrainConfig, broadcast: str = "changed") 
     workers = keyed_co_process(loop.keyed_inputs().connect(loop.keyed_feedback(1, include_sender=True)),
                                _WorkerFunction(model, config), Types.STRING(), config.python_in)
     workers = loop.training_operator(loop.named(workers, "workers", "workers"))
-    gradients = loop.side_output(workers, types.feedback_tag(config.name))
+    gradients = loop.side_output(workers, types.FEEDBACK.tag(config.name))
     models = loop.named(process(gradients, _UpdaterFunction(model, config, n, broadcast), types.bytes_type(),
                                 config.python_in), "updater", "updater").set_parallelism(1)
     if in_jvm(config.python_in):

@@ -116,8 +116,9 @@ def plain_loop(workload, args) -> None:
         for step, data in enumerate(encoded, 1):
             batch = wire.decode_batch(data)
             result = train(batch)
-            out.write(Metrics(0, "batch", time.time(), step, step, result.loss, result.accuracy, 0, 0.0, 0, 0, 0, 0, 0,
-                              0, 0, batch.id).to_json() + "\n")
+            out.write(Metrics(replica=0, phase="batch", time=time.time(), local_step=step, model_version=step,
+                              loss=result.loss, accuracy=result.accuracy, staleness=0, batches_per_s=0.0,
+                              held_batches=0, batch_id=batch.id).to_json() + "\n")
 
 
 def wait_for_peers(folder: str, processes: int, timeout_s: float = 300.0) -> None:

@@ -157,7 +157,7 @@ def write_report(results: str, out: str, command: Optional[str] = None) -> None:
              f"Machine: {m['cores']} cores, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}  ",
              f"TensorFlow: {any_record['tf_intra_op_threads']} intra-op thread per replica (and per baseline operator).  ",
              f"Training operators (every system's): `python_in={python_in(any_record)}` (`TrainConfig.python_in`); "
-             f"batches made with `python_in={python_in(any_record, 'source')}` (`batch_source(config=...)`).",
+             f"batches made with `python_in={python_in(any_record, 'source')}` (`batch_source(python_in=...)`).",
              "",
              "Sustainable throughput: the highest arrival rate (mini-batches/s, open-loop source, batch i due at "
              "i / rate) at which the delay between a batch's due time and the end of its training stops growing "

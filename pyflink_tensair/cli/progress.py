@@ -4,7 +4,8 @@ line every few seconds, the probes' reports and, with ``--logdir``, TensorBoard.
 Example::
 
     >>> from pyflink_tensair.core.events import Metrics
-    >>> record = Metrics(0, "batch", 1.0, 5, 5, 0.25, 0.9, 1, 2.0, 0, 5, 0, 0, 0, 0, 0, 4)
+    >>> record = Metrics(replica=0, phase="batch", time=1.0, local_step=5, model_version=5, loss=0.25, accuracy=0.9,
+    ...                  staleness=1, batches_per_s=2.0, held_batches=0, messages_sent=5, batch_id=4)
     >>> progress_line([record], total=10, elapsed=3.0)
     '[    3.0s] batches 5/10 | loss 0.2500 | acc 0.900 | 2.0 batches/s | staleness 1 | msgs 5'
 """

@@ -9,7 +9,8 @@ import urllib.error
 import urllib.request
 from typing import Optional
 
-from ..waiting import WaitTimeout, wait_until
+from ..errors import SavepointDeclined, SavepointError, WaitTimeout
+from ..waiting import wait_until
 from .configuration import rest_url
 
 
@@ -87,10 +88,6 @@ _TRANSIENT_DECLINES = ("task is closing", "checkpoint request for unknown task",
                        "tasks not ready")
 
 
-class _SavepointDeclined(RuntimeError):
-    pass
-
-
 def _await_savepoint(url: str, job_id: str, trigger: dict, deadline: float) -> str:
     def location():
         status = rest_get(f"{url}/jobs/{job_id}/savepoints/{trigger['request-id']}")
@@ -102,14 +99,14 @@ def _await_savepoint(url: str, job_id: str, trigger: dict, deadline: float) -> s
         cause = operation.get("failure-cause", {})
         message = (cause.get("stack-trace") or cause.get("class")) if isinstance(cause, dict) else cause  # its first line says why
         line = str(message).splitlines()[0] if message else str(operation)
-        error = _SavepointDeclined if any(d in str(message) for d in _TRANSIENT_DECLINES) else RuntimeError
+        error = SavepointDeclined if any(d in str(message) for d in _TRANSIENT_DECLINES) else SavepointError
         raise error(f"the savepoint of job {job_id} failed: {line}")
 
     try:
         return wait_until(location, max(0.0, deadline - time.time()), interval_s=0.5,
                           what=f"the savepoint of job {job_id}")
     except WaitTimeout:
-        raise RuntimeError(f"the savepoint of job {job_id} did not complete in time") from None
+        raise SavepointError(f"the savepoint of job {job_id} did not complete in time") from None
 
 
 def _savepoint(url: str, job_id: str, path: str, body: dict, timeout: float) -> str:
@@ -119,7 +116,7 @@ def _savepoint(url: str, job_id: str, path: str, body: dict, timeout: float) -> 
     while True:
         try:
             return _await_savepoint(url, job_id, rest_post(f"{url}/jobs/{job_id}/{path}", body), deadline)
-        except _SavepointDeclined:
+        except SavepointDeclined:
             if time.time() + 1 >= deadline or rest_get(f"{url}/jobs/{job_id}")["state"] != "RUNNING":
                 raise
             time.sleep(1)

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Mapping, Optional
+from dataclasses import asdict, dataclass, field, make_dataclass
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional
 
 import numpy as np
 
 from ..validation import is_int
+from .counters import METRIC
 from .messages import PeerMessage, Scalar
+
+# Anything a replica returns for its host to emit: the dataclasses below, dead letters
+# (core.messages) and model updates (core.model_updates); hosts route them by type (flink.types).
+Event = object
 
 
 @dataclass(frozen=True)
@@ -26,23 +31,9 @@ class Prediction:
     meta: Mapping[str, Scalar] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class Metrics:
-    """One replica's progress after a batch (``phase="batch"``), at its end (``"final"``), or where it
-    resumed after a restore from a checkpoint (``"restored"``).
-
-    ``staleness`` is how many local steps the replica was ahead of the slowest peer whose
-    gradients it had applied, when it started the step (it never exceeds the staleness bound
-    unless ``bound_overflows`` grew). ``delay_s`` is how long after its ``scheduled_at`` time the
-    batch finished training (``None`` when the batch carried no schedule). ``model_busy_s`` is the
-    replica's total time inside its model so far (gradients, updates, predictions): its growth
-    against wall time is how busy the model kept the replica's process.
-
-    The rest is the host's profile, totals so far (``None`` where the host does not measure
-    it): ``callback_s`` seconds inside the Flink callbacks of the replica's function (with an
-    inline trainer this includes the model), ``codec_s`` of them decoding inputs and encoding
-    outputs, ``idle_s`` the trainer thread's time waiting for work.
-    """
+@dataclass(frozen=True, kw_only=True)
+class MetricsFields:
+    """The fields of a :class:`Metrics` record that are not counters (keywords only)."""
 
     replica: int
     phase: str
@@ -54,12 +45,6 @@ class Metrics:
     staleness: int
     batches_per_s: float
     held_batches: int
-    messages_sent: int
-    bytes_sent: int
-    dense_bytes_sent: int
-    messages_applied: int
-    duplicates_dropped: int
-    bound_overflows: int
     batch_id: int = -1
     delay_s: Optional[float] = None
     model_busy_s: float = 0.0
@@ -67,20 +52,57 @@ class Metrics:
     codec_s: Optional[float] = None
     idle_s: Optional[float] = None
     trained: Optional[bool] = None  # whether this batch was trained on (False: served only); None off "batch" records
-    # Guards, totals so far: input set aside (dead letters), peer messages refused, peer
-    # gradients clipped to the norm bound, own steps skipped for a gradient that was not finite
-    dead_letters: int = 0
-    messages_rejected: int = 0
-    gradients_clipped: int = 0
-    steps_skipped: int = 0
-    gradient_messages_sent: int = 0  # of messages_sent: gradient messages (not weights, mode changes nor done markers)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
 
-    @staticmethod
-    def from_json(text: str) -> "Metrics":
-        return Metrics(**json.loads(text))
+
+_METRICS_DOC = """One replica's progress after a batch (``phase="batch"``), at its end (``"final"``), or where it
+    resumed after a restore from a checkpoint (``"restored"``). Built with keywords only.
+
+    ``staleness`` is how many local steps the replica was ahead of the slowest peer whose
+    gradients it had applied, when it started the step (it never exceeds the staleness bound
+    unless ``bound_overflows`` grew). ``delay_s`` is how long after its ``scheduled_at`` time the
+    batch finished training (``None`` when the batch carried no schedule). ``model_busy_s`` is the
+    replica's total time inside its model so far (gradients, updates, predictions): its growth
+    against wall time is how busy the model kept the replica's process.
+
+    The host's profile, totals so far (``None`` where the host does not measure it):
+    ``callback_s`` seconds inside the Flink callbacks of the replica's function (with an inline
+    trainer this includes the model), ``codec_s`` of them decoding inputs and encoding outputs,
+    ``idle_s`` the trainer thread's time waiting for work.
+
+    The counters the table of :mod:`~pyflink_tensair.core.counters` marks ``metric`` are fields
+    too (ints, 0 by default): messages and bytes sent, messages applied, Guards' counts, ...
+
+    Example::
+
+        >>> m = Metrics(replica=0, phase="batch", time=1.0, local_step=2, model_version=2, loss=0.5, accuracy=None,
+        ...             staleness=0, batches_per_s=4.0, held_batches=0, messages_sent=2)
+        >>> Metrics.from_json(m.to_json()) == m, m.dead_letters
+        (True, 0)
+    """
+
+
+def _metrics_class():
+    """:class:`MetricsFields` with a field for each counter the counters table marks ``metric``."""
+    cls = make_dataclass("Metrics", [(name, int, field(default=0)) for name in METRIC], bases=(MetricsFields,),
+                         frozen=True, kw_only=True)
+    cls.__module__, cls.__doc__ = __name__, _METRICS_DOC
+    cls.from_json = staticmethod(lambda text: cls(**json.loads(text)))
+    return cls
+
+
+if TYPE_CHECKING:
+    class Metrics(MetricsFields):  # what type checkers see: the counters are ints
+        def __init__(self, **fields: Any) -> None: ...
+
+        def __getattr__(self, name: str) -> int: ...
+
+        @staticmethod
+        def from_json(text: str) -> "Metrics": ...
+else:
+    Metrics = _metrics_class()
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, NamedTuple, Optional, Tuple
@@ -22,7 +23,8 @@ from typing import Dict, FrozenSet, NamedTuple, Optional, Tuple
 import numpy as np
 
 from ..config import DEFAULT_MAX_BATCH_BYTES
-from .messages import Batch, Gradients, SparseGradient
+from .gradients import scale_gradients
+from .messages import Batch, Gradients, SparseGradient, WeightsMessage
 
 Shape = Tuple[Optional[int], ...]
 
@@ -213,3 +215,21 @@ def check_record(record, *, features_shape: Optional[tuple], labelled: Optional[
     elif len(record) == 2:
         return Refusal("missing_field", "the label is None"), None, None
     return None, features, label
+
+
+def vet_peer_tensors(message, shapes: Dict[str, tuple], guards) -> Tuple[Optional[Refusal], object, bool]:
+    """``(refusal, message, clipped)``: whether a peer's gradient or weights message fits the
+    model's ``shapes`` and is finite, and within ``guards.max_gradient_norm`` (weights: no bound);
+    with ``guards.norm_action == "clip"`` a gradient beyond it comes back scaled down to it
+    (``clipped``) instead of refused."""
+    weights = isinstance(message, WeightsMessage)
+    tensors = message.weights if weights else message.gradients
+    refusal = check_tensors(tensors, shapes, dense_only=weights)
+    if refusal is not None:
+        return refusal, message, False
+    norm = gradient_norm(tensors)
+    refusal = check_norm(norm, None if weights else guards.max_gradient_norm)
+    if refusal is not None and refusal.reason == "norm_bound" and guards.norm_action == "clip":
+        return None, dataclasses.replace(message, gradients=scale_gradients(message.gradients,
+                                                                           guards.max_gradient_norm / norm)), True
+    return refusal, message, False

@@ -263,3 +263,24 @@ def preview(value, limit: int = 120) -> str:
     """The start of ``value`` as text, for a dead letter (bytes as their repr)."""
     text = repr(bytes(value[:limit])) if isinstance(value, (bytes, bytearray, memoryview)) else repr(value)
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def batch_letter(reason: str, detail: str, batch: Batch) -> DeadLetter:
+    """A batch a replica sets aside, as a dead letter."""
+    return DeadLetter(reason, detail, "batch", "replica", batch.id, preview(batch_summary(batch)))
+
+
+def message_letter(reason: str, detail: str, message) -> DeadLetter:
+    """A peer message a replica sets aside, as a dead letter."""
+    first = getattr(message, "first_step", message.step)
+    return DeadLetter(reason, detail, "message", "replica", message.step,
+                      f"{type(message).__name__} from replica {message.sender}, steps {first} .. {message.step}")
+
+
+def batch_summary(batch: Batch) -> str:
+    """A batch in a few words, for a dead letter's preview."""
+    arrays = list(batch.x.items()) if isinstance(batch.x, Mapping) else [("x", batch.x)]
+    parts = [f"{name} {np.asarray(a).dtype}{list(np.shape(a))}" for name, a in arrays]
+    if batch.y is not None:
+        parts.append(f"y {batch.y.dtype}{list(batch.y.shape)}")
+    return ", ".join(parts)

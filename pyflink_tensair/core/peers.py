@@ -1,7 +1,7 @@
-"""What a replica knows of one peer: how far it holds the peer's steps, whether the peer is done or
-serves, how far the peer holds this replica's messages.
+"""What a replica knows of its peers: how far it holds each peer's steps, whether the peer is done
+or serves, how far the peer holds this replica's messages, and the messages it keeps for them.
 
-A replica keeps one :class:`PeerState` per peer (``Replica._peers``, by replica id). Messages of
+A replica keeps one :class:`PeerState` per peer in its :class:`PeerLog` (by replica id). Messages of
 one sender arrive in order (its channel is FIFO), but one may be missing: refused (counted as
 received) or never readable. A message that comes after such a gap is applied and kept in
 ``ahead`` until the gap is filled; ``applied`` is the step through which every message of the peer
@@ -20,10 +20,14 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Mapping, Optional
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
+
+from . import wire
+from .messages import GradientMessage, PeerMessage
 
 
 @dataclass
@@ -120,3 +124,73 @@ def restore_peers(state: Mapping[str, np.ndarray], peer_ids: Iterable[int], repl
         if known is not None:
             known.ahead = {int(a): int(b) for a, b in state[key]}
     return peers
+
+
+class PeerLog:
+    """One replica's peers and the gradient messages it keeps for them.
+
+    Across a restore (Flink restarts the job from a checkpoint, and the messages that were inside
+    the feedback loop are in no checkpoint) the protocol re-sends instead of logging: every message
+    carries ``acks``, how far the sender's state holds each peer's messages; a replica keeps the
+    messages it sent until every peer has acknowledged them (part of its snapshot) and sends them
+    again after a restore. Receivers drop the repeats by ``(sender, step)``. A message a restored
+    replica does not count as sent was sent after its snapshot, so no restored peer can have
+    applied it: nothing is applied twice, nothing is lost.
+
+    Example::
+
+        >>> log = PeerLog(0, 2)
+        >>> log.keep(GradientMessage(0, 1, 1, {}))
+        >>> log.note_acks(GradientMessage(1, 1, 1, {}, acks=(1, 0))); len(log.unacked)
+        0
+    """
+
+    def __init__(self, own_id: int, replicas: int):
+        self.own_id, self.replicas = own_id, replicas
+        self.peers: Dict[int, PeerState] = {p: PeerState() for p in range(replicas) if p != own_id}
+        self.unacked: Dict[int, GradientMessage] = {}  # step -> a message some peer has not acknowledged
+
+    def __getitem__(self, peer: int) -> PeerState:
+        return self.peers[peer]
+
+    def __len__(self) -> int:
+        return len(self.peers)
+
+    def states(self):
+        return self.peers.values()
+
+    def acks(self, received_through: Callable[[int], int]) -> Tuple[int, ...]:
+        """What this replica's next message acknowledges: how far it holds each peer's messages."""
+        return tuple(0 if r == self.own_id else received_through(r) for r in range(self.replicas))
+
+    def keep(self, message: GradientMessage) -> None:
+        """A gradient message sent: kept until every peer has acknowledged it."""
+        self.unacked[message.step] = message
+
+    def note_acks(self, message: PeerMessage) -> None:
+        """A peer's message says how far it holds this replica's: what every peer holds is dropped."""
+        if len(message.acks) != self.replicas:
+            return  # a sender that acknowledges nothing (e.g. an older one): keep what it has not confirmed
+        peer = self.peers[message.sender]
+        peer.acked = max(peer.acked, message.acks[self.own_id])
+        confirmed = min(p.acked for p in self.peers.values())
+        for step in [s for s in self.unacked if s <= confirmed]:
+            del self.unacked[step]
+
+    def to_resend(self, acks: Tuple[int, ...]) -> List[GradientMessage]:
+        """The kept messages, oldest first, with today's acknowledgements."""
+        return [dataclasses.replace(self.unacked[step], acks=acks) for step in sorted(self.unacked)]
+
+    def snapshot(self, sparse_values: str) -> Dict[str, np.ndarray]:
+        state = peer_arrays(self.peers, self.replicas)
+        state.update(ahead_arrays(self.peers))
+        for step, message in self.unacked.items():
+            state[f"unacked/{step:012d}"] = wire.as_uint8(wire.encode_message(message, sparse_values))
+        return state
+
+    def restore(self, state: Mapping[str, np.ndarray]) -> None:
+        self.peers = restore_peers(state, self.peers, self.replicas)
+        self.unacked = {}
+        for key in sorted(k for k in state if k.startswith("unacked/")):
+            message = wire.decode_message(state[key].tobytes())
+            self.unacked[message.step] = message  # type: ignore[assignment]

@@ -38,6 +38,7 @@ from typing import Dict, List, Mapping, Optional
 import numpy as np
 
 from ..errors import ProtocolError
+from . import wire
 from .messages import PeerMessage, RescaleMessage
 
 State = Dict[str, np.ndarray]
@@ -155,3 +156,45 @@ class Rescale:
                                         {name: state[f"rescale/{int(s):04d}/{name}"] for name in p["order"]})
                  for s, p in meta["parts"].items()}
         return cls(replica_id, meta["replicas"], meta["old_replicas"], parts)
+
+
+class RescaleState:
+    """One replica's side of a rescale: the merge in progress (``merging``), then, once merged, its
+    own part (``sent``), sent again after a restore until every peer has sent it a message from
+    after that peer's own merge (a restore may bring a peer back mid-merge)."""
+
+    def __init__(self):
+        self.merging: Optional[Rescale] = None
+        self.sent: Optional[RescaleMessage] = None
+        self.heard: set = set()
+
+    def to_resend(self) -> Optional[RescaleMessage]:
+        """The part to send again after a restore (peers that hold it drop the repeat)."""
+        return self.merging.own if self.merging is not None else self.sent
+
+    def hear(self, sender: int, peers: int) -> None:
+        """A peer's message other than its part: it has merged."""
+        if self.sent is not None:
+            self.heard.add(sender)
+            if len(self.heard) == peers:
+                self.sent, self.heard = None, set()
+
+    def finish(self, replicas: int) -> Rescale:
+        """The merge is complete: returns it and keeps its own part (with peers) until they are heard."""
+        done, self.merging = self.merging, None
+        assert done is not None
+        if replicas > 1:
+            self.sent, self.heard = done.own, set()
+        return done
+
+    def snapshot(self) -> State:
+        state = self.merging.snapshot() if self.merging is not None else {}
+        if self.sent is not None:
+            state["rescale_sent"] = wire.as_uint8(wire.encode_message(self.sent))
+            state["rescale_heard"] = np.array(sorted(self.heard), np.int64)
+        return state
+
+    def restore(self, replica_id: int, state: Mapping[str, np.ndarray]) -> None:
+        self.merging = Rescale.restore(replica_id, state)
+        self.sent = wire.decode_message(state["rescale_sent"].tobytes()) if "rescale_sent" in state else None  # type: ignore[assignment]
+        self.heard = {int(p) for p in state.get("rescale_heard", [])}

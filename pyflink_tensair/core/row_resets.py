@@ -1,7 +1,7 @@
 """Rows of embedding tables that change hands: the notices batches and messages carry, and the
 generations a replica keeps so that it resets each row once per new id.
 
-An :class:`~pyflink_tensair.embeddings.table.IdTable` in the batch maker gives a row to a new
+An :class:`~pyflink_tensair.embeddings.id_table.IdTable` in the batch maker gives a row to a new
 id, perhaps a row an old id held. Every replica must then reset that row (its weights to fresh
 initial values, its optimizer slots to zero) at the same point of the stream, or the new id
 inherits the old one's vector. A row's *generation* counts its ids: a notice
@@ -145,13 +145,34 @@ def merge_notices(*groups: Notices) -> Dict[str, TableNotices]:
 
 class RowResets:
     """A replica's view of its id tables: each row's generation and id. :meth:`apply` resets the
-    rows whose notice is newer than what the replica has (once each) and remembers them."""
+    rows whose notice is newer than what the replica has (once each) and remembers them; the
+    notices applied from the replica's own batches wait in ``outgoing`` for its next gradient
+    message (:meth:`pass_on`, :meth:`take_outgoing`)."""
 
     def __init__(self):
         self.generations: Dict[str, np.ndarray] = {}
         self.ids: Dict[str, List[Optional[Hashable]]] = {}
         self.layers: Dict[str, Tuple[str, ...]] = {}
         self._rows: Dict[str, Dict[Hashable, int]] = {}  # id -> row, the inverse of ids
+        self.outgoing: Dict[str, TableNotices] = {}
+
+    def pass_on(self, applied: Notices) -> None:
+        """Notices applied from this replica's own batches: its peers get them in its next gradient message."""
+        self.outgoing = merge_notices(self.outgoing, applied)
+
+    def read_batch(self, batch) -> Tuple[Dict[str, TableNotices], Optional[str]]:
+        """A batch's row notices, their tables declared (:meth:`declare`); or why they are malformed."""
+        try:
+            notices = batch_notices(batch)
+        except WireFormatError as err:
+            return {}, str(err)
+        misfit = self.declare(notices)
+        return ({}, misfit) if misfit is not None else (notices, None)
+
+    def take_outgoing(self) -> Dict[str, TableNotices]:
+        """The notices to pass on, now (a gradient message carries them)."""
+        out, self.outgoing = self.outgoing, {}
+        return out
 
     def apply(self, notices: Notices, reset: Optional[Reset]) -> Dict[str, TableNotices]:
         """Resets (through ``reset``) every row whose notice has a newer generation; returns the
@@ -247,14 +268,18 @@ class RowResets:
     # ---------------------------------------------------------------- state
 
     def snapshot(self) -> Dict[str, np.ndarray]:
+        state = {}
+        if self.outgoing:
+            state["notices_out"] = np.frombuffer(encode_notices(self.outgoing).encode("utf-8"), np.uint8).copy()
         if not self.generations:
-            return {}
+            return state
         maps = json.dumps(self.maps(), separators=(",", ":")).encode("utf-8")
-        return {"rows/maps": np.frombuffer(maps, np.uint8),
+        return {**state, "rows/maps": np.frombuffer(maps, np.uint8),
                 **{f"rows/{name}/generations": g for name, g in self.generations.items()}}
 
     def restore(self, state: Mapping[str, np.ndarray]) -> None:
         self.generations, self.ids, self.layers, self._rows = {}, {}, {}, {}
+        self.outgoing = decode_notices(state["notices_out"].tobytes().decode("utf-8")) if "notices_out" in state else {}
         if "rows/maps" not in state:
             return
         for name, table in json.loads(state["rows/maps"].tobytes().decode("utf-8")).items():

@@ -148,7 +148,7 @@ def simulate(make_model: Callable[[int], TrainableModel], batches: Sequence[Batc
     for node in nodes:
         collect(node.id, node.on_input_end(), end_tick)
     line.deliver(None, on_message)
-    stuck = [n.id for n in nodes if not n.finished]
+    stuck = [n.id for n in nodes if not n.counts.finished]
     if stuck:
         raise ProtocolError(f"replicas {stuck} never finished: the protocol deadlocked")
     return result

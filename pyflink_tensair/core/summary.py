@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from typing import Dict, Iterable, List, Optional, Sequence
 
+from .counters import SUMMED
 from .events import FinalModel, Metrics
 from .prequential import sliding_mean
 from .simulation import max_weight_diff
@@ -96,10 +97,8 @@ def summarize(records: List[Metrics], models: Iterable[FinalModel], config, wall
         "initial_weights_equal": len({m.initial_digest for m in models}) <= 1,
         "max_staleness": max((m.staleness for m in batch_records), default=0),
         "max_delay_s": max((m.delay_s for m in batch_records if m.delay_s is not None), default=None),
-        "bound_overflows": sum(m.bound_overflows for m in latest.values()),
-        "duplicates_dropped": sum(m.duplicates_dropped for m in latest.values()),
-        **{counter: sum(getattr(m, counter) for m in latest.values())
-           for counter in ("dead_letters", "messages_rejected", "gradients_clipped", "steps_skipped")},
+        # the counters the table marks "summed" (core.counters): bounds overflowed, repeats, Guards' counts
+        **{counter: sum(getattr(m, counter) for m in latest.values()) for counter in SUMMED},
         "finished_replicas": sorted(finals),
         "restores": sum(1 for m in records if m.phase == "restored"),
         "retrained_batches": len(every_batch) - len(batch_records),

@@ -41,16 +41,12 @@ import threading
 import time
 from typing import Callable, Deque, List, Optional
 
-from ..errors import ConfigError, TensairError
+from .events import Event
+from ..errors import ConfigError, TrainerFailed  # noqa: F401 (TrainerFailed: raised here, imported from here too)
 from .messages import Batch, PeerMessage
 from .replica import Replica
 
-Event = object
 _END = object()
-
-
-class TrainerFailed(TensairError):
-    """The trainer thread raised; the original error is the ``__cause__``."""
 
 
 class InlineTrainer:

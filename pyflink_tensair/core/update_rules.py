@@ -6,8 +6,8 @@
 once computed, what a peer's gradient does, when a step must wait for peers (the bound), what is a
 repeat, how far this replica holds a peer's messages, when everything is applied. A rule holds the
 state only it needs (the pending contributions, the outgoing sum) and calls back into its replica,
-which owns the model, the counters, the peers and the events (``module docstring`` of
-:mod:`~pyflink_tensair.core.replica`: the protocol).
+which owns the model, the counters, the peers and the events, through :class:`RuleHost`: nothing
+else of the replica, so that this module needs nothing of the replica's.
 
 Example (a synchronous replica's first step waits for its peer's)::
 
@@ -30,32 +30,64 @@ import abc
 import dataclasses
 import functools
 import math
-from typing import TYPE_CHECKING, Dict, List, Mapping, cast
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Tuple, cast
 
 import numpy as np
 
+from .events import Event
+from ..config import Guards, PeerUpdates
 from ..errors import ProtocolError
 from . import wire
+from .counters import ReplicaCounters
 from .gradients import average_gradients, sum_gradients
-from .guards import check_norm, gradient_norm
-from .messages import GradientMessage, Gradients, RefusedMessage, SparseGradient, WeightsMessage
-from .model_api import StepResult
-from .peer_updates import peer_update
+from .guards import Refusal, check_norm, gradient_norm
+from .messages import GradientMessage, Gradients, PeerMessage, RefusedMessage, SparseGradient, WeightsMessage
+from .model_api import StepResult, TrainableModel
+from .model_steps import ModelSteps
+from .peer_gradients import peer_update
+from .peers import PeerLog
 from .row_resets import Notices
 
-if TYPE_CHECKING:  # the rule calls back into its replica; the replica module imports this one
-    from .replica import Replica
 
-Event = object
+
+class RuleHost(Protocol):
+    """What a rule may use of its replica (:class:`~pyflink_tensair.core.replica.Replica` is one):
+    its identity and settings, its counters, peers and model, and four verbs."""
+
+    id: int
+    replicas: int
+    staleness_bound: Optional[int]
+    broadcast_every: int
+    guards: Guards
+    peer_updates: PeerUpdates
+    model: TrainableModel
+    counts: ReplicaCounters
+    peers: PeerLog
+    steps: ModelSteps
+
+    @property
+    def serving(self) -> bool: ...
+
+    def vet(self, message) -> Tuple[Optional[Refusal], Any]:
+        """Whether a peer's (or its own) gradient message fits the model, is finite and within the norm bound."""
+
+    def send(self, message: PeerMessage, out: List[Event]) -> None:
+        """Sends ``message`` to every peer."""
+
+    def call_model(self, method, argument) -> Any:
+        """``method(argument)``, timed."""
+
+    def apply_row_notices(self, notices: Notices, *, own: bool) -> None:
+        """Resets the id tables' rows that changed hands."""
 
 
 class UpdateRule(abc.ABC):
-    """What differs between synchronous SGD and DASGD, for one replica (``replica``)."""
+    """What differs between synchronous SGD and DASGD, for one replica (``host``)."""
 
     fused = False  # whether the replica's own step is the model's train_step (computed and applied in one call)
 
-    def __init__(self, replica: Replica):
-        self.replica = replica
+    def __init__(self, host: RuleHost):
+        self.host = host
 
     # ------------------------------------------------------------------ own steps
 
@@ -65,7 +97,7 @@ class UpdateRule(abc.ABC):
 
     @abc.abstractmethod
     def own_step(self, result: StepResult, out: List[Event]) -> None:
-        """The replica's own step ``replica.local_step`` is computed (``result``): apply it, send it."""
+        """The replica's own step ``host.counts.local_step`` is computed (``result``): apply it, send it."""
 
     def flush(self, out: List[Event]) -> None:
         """Sends what this replica has computed and not sent yet (nothing, by default)."""
@@ -78,7 +110,24 @@ class UpdateRule(abc.ABC):
     def on_peer_notices(self, message: GradientMessage) -> None:
         """The row notices a peer's gradient message carries (before it is vetted; not a repeat):
         applied at once, before the gradient that may use the fresh rows."""
-        self.replica._apply_notices(message.notices, own=False)
+        self.host.apply_row_notices(message.notices, own=False)
+
+    def on_peer_weights(self, message: WeightsMessage) -> None:
+        """Periodic averaging: the replica's weights move ``1 / replicas`` of the way towards the
+        sender's (the sender's gradients up to its step are applied already: FIFO). Not while it
+        serves: a serving model stays fixed (:mod:`~.auto_mode`)."""
+        host = self.host
+        peer = host.peers[message.sender]
+        if message.step <= peer.weights_step:
+            host.counts.duplicates_dropped += 1
+            return
+        peer.weights_step = message.step
+        if host.serving:
+            host.counts.messages_while_serving += 1
+            return
+        host.steps.move_towards(message.weights, 1.0 / host.replicas)
+        host.counts.model_version += 1
+        host.counts.weights_mixed += 1
 
     @abc.abstractmethod
     def on_peer_gradient(self, message: GradientMessage) -> None:
@@ -137,9 +186,9 @@ class UpdateRule(abc.ABC):
         hold keeps its value)."""
 
 
-def rule_for(replica: Replica) -> UpdateRule:
-    """The rule of ``replica.staleness_bound``: synchronous SGD at 0, DASGD otherwise."""
-    return SynchronousSGD(replica) if replica.staleness_bound == 0 else DASGD(replica)
+def rule_for(host: RuleHost) -> UpdateRule:
+    """The rule of ``host.staleness_bound``: synchronous SGD at 0, DASGD otherwise."""
+    return SynchronousSGD(host) if host.staleness_bound == 0 else DASGD(host)
 
 
 class SynchronousSGD(UpdateRule):
@@ -152,8 +201,8 @@ class SynchronousSGD(UpdateRule):
     (with three replicas or more a peer's step ``k`` can arrive before this replica's step
     ``k - 1`` is complete)."""
 
-    def __init__(self, replica: Replica):
-        super().__init__(replica)
+    def __init__(self, host: RuleHost):
+        super().__init__(host)
         self.completed = 0  # the last step whose averaged update is applied
         self.pending: Dict[int, Dict[int, Gradients]] = {}  # step -> replica -> its contribution
         self.notices: Dict[int, Dict[int, Notices]] = {}  # step -> replica -> the row notices its message carried
@@ -162,22 +211,22 @@ class SynchronousSGD(UpdateRule):
         return False  # a step that is not finite is a zero contribution instead (own_step)
 
     def own_step(self, result: StepResult, out: List[Event]) -> None:
-        replica = self.replica
-        step, gradients = replica.local_step, cast(Gradients, result.gradients)  # computed, not fused
+        host = self.host
+        step, gradients = host.counts.local_step, cast(Gradients, result.gradients)  # computed, not fused
         # peers vet the gradient as it is sent; this replica vets its own contribution alike
         # (the same check on the same values), and a step the model found not finite too
-        message = GradientMessage(replica.id, step, step, gradients)
-        if result.finite and replica.guards.max_gradient_norm is None:  # nothing a peer could refuse
+        message = GradientMessage(host.id, step, step, gradients)
+        if result.finite and host.guards.max_gradient_norm is None:  # nothing a peer could refuse
             refusal, vetted = None, message
         else:
-            refusal, vetted = replica._admit(message)
+            refusal, vetted = host.vet(message)
         if refusal is None and not own_gradient_finite(result, False):
             refusal = check_norm(float("nan"), None)
         if refusal is not None:  # a zero in its place, here and (sent as such) at every peer
-            replica.steps_skipped += 1
+            host.counts.steps_skipped += 1
             message = vetted = dataclasses.replace(message, gradients=zeros_like(gradients))
-        self.pending.setdefault(step, {})[replica.id] = vetted.gradients
-        replica._send(message, out)
+        self.pending.setdefault(step, {})[host.id] = vetted.gradients
+        host.send(message, out)
         self._complete_steps()
 
     def on_done_sent(self) -> None:
@@ -202,7 +251,7 @@ class SynchronousSGD(UpdateRule):
         self._complete_steps()
 
     def on_unattributable(self, message: RefusedMessage) -> None:
-        raise ProtocolError(f"replica {self.replica.id} received a peer message it cannot read or attribute "
+        raise ProtocolError(f"replica {self.host.id} received a peer message it cannot read or attribute "
                             f"({message.detail}): synchronous replicas cannot tell whose step is missing")
 
     def is_duplicate(self, message) -> bool:
@@ -215,43 +264,43 @@ class SynchronousSGD(UpdateRule):
         return step
 
     def staleness(self) -> int:
-        return self.replica.local_step - self.completed
+        return self.host.local_step - self.completed
 
     def blocked(self) -> bool:
-        return self.completed < self.replica.local_step
+        return self.completed < self.host.local_step
 
     def all_applied(self) -> bool:
-        replica = self.replica
-        last = max([replica.local_step, *(peer.final for peer in replica._peers.values() if peer.final is not None)])
+        host = self.host
+        last = max([host.counts.local_step, *(peer.final for peer in host.peers.states() if peer.final is not None)])
         return self.completed >= last
 
     def _complete_steps(self) -> None:
         """Applies the averaged update of every step whose contributions are all in."""
-        replica = self.replica
+        host = self.host
         while True:
             step = self.completed + 1
-            contributors = [r for r in range(replica.replicas) if self._contributes(r, step)]
+            contributors = [r for r in range(host.replicas) if self._contributes(r, step)]
             pending = self.pending.get(step, {})
             if not contributors or any(r not in pending for r in contributors):
                 return
             notices = self.notices.pop(step, {})
             for sender in sorted(notices):
-                replica._apply_notices(notices[sender], own=False)
-            replica._model_call(replica.model.apply_gradients, average_gradients([pending[r] for r in contributors]))
-            replica.model_version += 1
-            replica.messages_applied += len(contributors) - (replica.id in contributors)
+                host.apply_row_notices(notices[sender], own=False)
+            host.call_model(host.model.apply_gradients, average_gradients([pending[r] for r in contributors]))
+            host.counts.model_version += 1
+            host.counts.messages_applied += len(contributors) - (host.id in contributors)
             del self.pending[step]
             self.completed = step
 
     def _contributes(self, replica_id: int, step: int) -> bool:
-        replica = self.replica
-        if replica_id == replica.id:
-            return step <= replica.local_step or not replica.done_sent
-        final = replica._peers[replica_id].final
+        host = self.host
+        if replica_id == host.id:
+            return step <= host.counts.local_step or not host.counts.done_sent
+        final = host.peers[replica_id].final
         return final is None or step <= final
 
     def _zeros(self) -> Gradients:
-        return {name: np.zeros(shape, np.float32) for name, shape in self.replica._shapes.items()}
+        return {name: np.zeros(shape, np.float32) for name, shape in self.host.steps.shapes.items()}
 
     def counters(self) -> Dict[str, int]:
         return {"sync_done": self.completed}
@@ -280,9 +329,9 @@ class DASGD(UpdateRule):
     ``average_every=K``, every K local steps it also sends its dense-gradient weights, after its
     gradients."""
 
-    def __init__(self, replica: Replica):
-        super().__init__(replica)
-        self.fused = replica._fused_step
+    def __init__(self, host: RuleHost):
+        super().__init__(host)
+        self.fused = host.steps.fusable
         self.outgoing: List[Gradients] = []  # own gradients not sent yet, summed when they are
         self.outgoing_first = 1  # the local step of the first of them
         self.unattributed = 0  # peer messages nobody could read, not yet matched to a gap
@@ -291,19 +340,19 @@ class DASGD(UpdateRule):
         return not own_gradient_finite(result, self.fused)
 
     def own_step(self, result: StepResult, out: List[Event]) -> None:
-        replica = self.replica
+        host = self.host
         gradients = cast(Gradients, result.gradients)  # None only from a fused step with no peers to send it to
         if not self.fused:
-            replica._model_call(replica.model.apply_gradients, gradients)
-        replica.model_version += 1
-        if replica._peers:
+            host.call_model(host.model.apply_gradients, gradients)
+        host.counts.model_version += 1
+        if len(host.peers):
             if not self.outgoing:
-                self.outgoing_first = replica.local_step
+                self.outgoing_first = host.counts.local_step
             self.outgoing.append(gradients)
-            if replica.local_step - self.outgoing_first + 1 >= replica.broadcast_every:  # steps, not entries: a restored sum is one
+            if host.counts.local_step - self.outgoing_first + 1 >= host.broadcast_every:  # steps, not entries: a restored sum is one
                 self.flush(out)
-            every = replica.peer_updates.average_every
-            if every is not None and replica.local_step % every == 0:
+            every = host.peer_updates.average_every
+            if every is not None and host.counts.local_step % every == 0:
                 self._send_weights(gradients, out)
 
     def flush(self, out: List[Event]) -> None:
@@ -311,8 +360,8 @@ class DASGD(UpdateRule):
             return
         total = self.outgoing[0] if len(self.outgoing) == 1 else sum_gradients(self.outgoing)
         self.outgoing = []
-        replica = self.replica
-        replica._send(GradientMessage(replica.id, replica.local_step, self.outgoing_first, total), out)
+        host = self.host
+        host.send(GradientMessage(host.id, host.counts.local_step, self.outgoing_first, total), out)
 
     def _send_weights(self, gradients: Gradients, out: List[Event]) -> None:
         """Periodic averaging: the weights of every variable whose gradient is dense. Embedding
@@ -322,61 +371,61 @@ class DASGD(UpdateRule):
         if not dense:
             return
         self.flush(out)  # every gradient in these weights travels before them
-        replica = self.replica
-        weights = replica.model.get_weights()
-        replica._send(WeightsMessage(replica.id, replica.local_step, {name: weights[name] for name in dense}), out)
+        host = self.host
+        weights = host.model.get_weights()
+        host.send(WeightsMessage(host.id, host.counts.local_step, {name: weights[name] for name in dense}), out)
 
     def on_peer_gradient(self, message: GradientMessage) -> None:
-        replica = self.replica
+        host = self.host
         self._attribute_gap(message)
-        if replica.serving:  # a serving model stays fixed (the replica's docstring): received, not applied
-            replica.messages_while_serving += 1
+        if host.serving:  # a serving model stays fixed (core.auto_mode): received, not applied
+            host.counts.messages_while_serving += 1
         else:
-            apply = peer_update(replica.peer_updates, local_step=replica.local_step, sender_step=message.step)
-            replica._model_call(functools.partial(apply, replica.model), message.gradients)
-            replica.model_version += 1
-            replica.messages_applied += 1
-        replica._peers[message.sender].mark_applied(message.first_step, message.step)
+            apply = peer_update(host.peer_updates, local_step=host.counts.local_step, sender_step=message.step)
+            host.call_model(functools.partial(apply, host.model), message.gradients)
+            host.counts.model_version += 1
+            host.counts.messages_applied += 1
+        host.peers[message.sender].mark_applied(message.first_step, message.step)
 
     def _attribute_gap(self, message: GradientMessage) -> None:
         """A sender's messages arrive in order: a gap before this one, while a message nobody
         could read is unaccounted for, was that message (the bound then stops waiting for it)."""
-        peer = self.replica._peers[message.sender]
+        peer = self.host.peers[message.sender]
         if self.unattributed and message.first_step > peer.applied + 1 and peer.applied + 1 not in peer.ahead:
             self.unattributed -= 1
             peer.mark_applied(peer.applied + 1, message.first_step - 1)
 
     def skip_peer_step(self, sender: int, first: int, last: int) -> None:
-        self.replica._peers[sender].mark_applied(first, last)
+        self.host.peers[sender].mark_applied(first, last)
 
     def on_peer_done(self, sender: int, final_step: int) -> None:
-        self.replica._peers[sender].skip_to(final_step)
+        self.host.peers[sender].skip_to(final_step)
 
     def on_unattributable(self, message: RefusedMessage) -> None:
         self.unattributed += 1
 
     def is_duplicate(self, message) -> bool:
-        return self.replica._peers[message.sender].holds(message.first_step, message.step)
+        return self.host.peers[message.sender].holds(message.first_step, message.step)
 
     def received_through(self, sender: int) -> int:
-        return self.replica._peers[sender].applied
+        return self.host.peers[sender].applied
 
     def staleness(self) -> int:
-        replica = self.replica
-        live = [peer for peer in replica._peers.values() if not peer.paused]
+        host = self.host
+        live = [peer for peer in host.peers.states() if not peer.paused]
         if not live:
             return 0
-        return max(0, replica.local_step - min(peer.progress() for peer in live))
+        return max(0, host.counts.local_step - min(peer.progress() for peer in live))
 
     def blocked(self) -> bool:
-        replica = self.replica
-        if replica.staleness_bound is None:
+        host = self.host
+        if host.staleness_bound is None:
             return False
-        need = replica.local_step - replica.staleness_bound
-        return any(peer.final is None and not peer.paused and peer.progress() < need for peer in replica._peers.values())
+        need = host.counts.local_step - host.staleness_bound
+        return any(peer.final is None and not peer.paused and peer.progress() < need for peer in host.peers.states())
 
     def all_applied(self) -> bool:
-        return all(peer.final is not None and peer.applied >= peer.final for peer in self.replica._peers.values())
+        return all(peer.final is not None and peer.applied >= peer.final for peer in self.host.peers.states())
 
     def counters(self) -> Dict[str, int]:
         return {"outgoing_first": self.outgoing_first, "unattributed": self.unattributed}
@@ -384,8 +433,8 @@ class DASGD(UpdateRule):
     def snapshot(self) -> Dict[str, np.ndarray]:
         if not self.outgoing:
             return {}
-        replica = self.replica
-        return {"outgoing": _encoded(GradientMessage(replica.id, replica.local_step, self.outgoing_first,
+        host = self.host
+        return {"outgoing": _encoded(GradientMessage(host.id, host.counts.local_step, self.outgoing_first,
                                                      sum_gradients(self.outgoing)))}
 
     def restore(self, state: Mapping[str, np.ndarray], counters: Mapping[str, int]) -> None:
@@ -411,4 +460,4 @@ def zeros_like(gradients: Gradients) -> Gradients:
 
 
 def _encoded(message: GradientMessage) -> np.ndarray:
-    return np.frombuffer(wire.encode_message(message), dtype=np.uint8).copy()
+    return wire.as_uint8(wire.encode_message(message))

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
-_NAMES = {"CountMinSketch": ".sketch", "IdTable": ".table", "OOV_ROW": ".table", "IdMap": ".maps", "id_maps": ".maps",
+_NAMES = {"CountMinSketch": ".sketch", "IdTable": ".id_table", "OOV_ROW": ".id_table", "IdMap": ".maps", "id_maps": ".maps",
           "IdColumnBatches": ".id_batches", "RecentReassignments": ".window"}
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
     from .id_batches import IdColumnBatches
     from .maps import IdMap, id_maps
     from .sketch import CountMinSketch
-    from .table import OOV_ROW, IdTable
+    from .id_table import OOV_ROW, IdTable
     from .window import RecentReassignments
 
 __getattr__ = lazy_exports(__name__, _NAMES)

@@ -29,7 +29,7 @@ from ..core import wire
 from ..core.messages import Batch, DeadLetter, preview
 from ..core.row_resets import TableSpec
 from ..errors import ConfigError
-from .table import IdTable
+from .id_table import IdTable
 from .window import DEFAULT_SIZE, RecentReassignments
 
 

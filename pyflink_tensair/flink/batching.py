@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Callable, List, Optional, Sequence, cast
+from typing import Callable, List, Optional, Sequence, Union, cast
 
 import numpy as np
 from pyflink.common import Types
@@ -13,14 +13,14 @@ from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 from ..core import wire
 from ..core.guards import check_record
 from ..core.messages import Batch, DeadLetter, preview
-from ..config import TrainConfig, as_train_config
+from ..config import PythonIn, python_in_of
 from ..errors import ConfigError
 from ..validation import is_int, require_callable, require_int, require_rate
 from . import types
 from .environment import add_channel_jar, use_this_interpreter
 from .chunk_batchers import TextChunkBatcher
 from .execution import in_jvm, keyed_process
-from .functions import END_OF_TIME
+from .environment import END_OF_TIME
 from .pacing import Pacer
 
 
@@ -233,7 +233,8 @@ def _one_key(records, name: str):
 def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch] = collate_pairs,
                max_wait_ms: Optional[int] = None, features_shape: Optional[Sequence[int]] = None,
                classes: Optional[int] = None, parse: Optional[Callable] = None, rate: float = 0.0,
-               config: Optional[TrainConfig] = None, parallelism: Optional[int] = None, name: str = "tensair"):
+               python_in: Union[PythonIn, str] = PythonIn.JVM, parallelism: Optional[int] = None,
+               name: str = "tensair"):
     """Groups ``records`` into mini-batches of ``batch_size`` (the last one may be smaller).
 
     How the records are read depends on their Flink type, so that none crosses into Python on
@@ -271,8 +272,8 @@ def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch]
     job restored from a checkpoint loses no record and batches none twice. With ``max_wait_ms``
     a partial batch is also sent once its first record has waited that long, so a slow stream
     still trains. ``rate`` > 0 paces the batches (at most that many per second, e.g. to replay a
-    topic as a live stream, as ``batch_source`` does). Python work runs where ``config`` (the
-    :class:`~pyflink_tensair.TrainConfig` of the ``train()`` it feeds) runs Python.
+    topic as a live stream, as ``batch_source`` does). Python work runs where ``python_in`` says
+    (the ``TrainConfig.python_in`` of the ``train()`` it feeds: ``"jvm"`` by default).
 
     A custom ``collate`` (a list of records to a :class:`~pyflink_tensair.Batch`) gets the records
     unchecked, one Python call per record in one subtask, and its partial batch is not in the
@@ -293,7 +294,7 @@ def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch]
     shape = _checked_arguments(batch_size, features_shape, classes, max_wait_ms, parse, rate, optional=True)
     require_callable("collate", collate, "a function of a list of records, returning a Batch")
     require_int("parallelism", parallelism, 1, optional=True)
-    config = as_train_config(TrainConfig() if config is None else config)
+    python_in = python_in_of(python_in)
     types.require_stream("records", records, None, "records (of any type; (features, label) for the default collate)")
     use_this_interpreter(records._j_data_stream.getExecutionEnvironment())
     kind = record_kind(records)
@@ -309,13 +310,13 @@ def to_batches(records, batch_size: int, *, collate: Callable[[Sequence], Batch]
                           + ("" if collate is collate_pairs else " and a custom collate"))
     if collate is collate_pairs and kind == "text":
         return text_batches(records, batch_size, parse=parse or _as_it_is, features_shape=shape, classes=classes,
-                            max_wait_ms=max_wait_ms, rate=rate, config=config, name=name)
+                            max_wait_ms=max_wait_ms, rate=rate, python_in=python_in, name=name)
     if collate is collate_pairs and kind == "pickled":
-        return _pickled_batches(records, batch_size, parse, shape, classes, max_wait_ms, rate, config, name)
+        return _pickled_batches(records, batch_size, parse, shape, classes, max_wait_ms, rate, python_in, name)
     batcher = _Batcher(batch_size, collate, max_wait_ms, shape, classes, parse, float(rate))
-    if in_jvm(config.python_in) and kind == "text":
+    if in_jvm(python_in) and kind == "text":
         add_channel_jar(records._j_data_stream.getExecutionEnvironment())  # Keying.OneKey
-        batches = keyed_process(_one_key(records, name), batcher, types.bytes_type(), config.python_in)
+        batches = keyed_process(_one_key(records, name), batcher, types.bytes_type(), python_in)
     else:
         keyed = records.key_by(lambda _: 0, key_type=Types.INT())
         keyed._j_data_stream.getTransformation().getInputs()[0].setUid(f"{name}-batcher-key")
@@ -363,7 +364,7 @@ def examples_on_the_jvm(records, batch_size: int, *, features_shape: Optional[tu
     return batches
 
 
-def _pickled_batches(records, batch_size, parse, shape, classes, max_wait_ms, rate, config, name):
+def _pickled_batches(records, batch_size, parse, shape, classes, max_wait_ms, rate, python_in, name):
     """Pickled records grouped into chunks on the JVM (``ByteChunks``), each chunk one crossing
     into Python, where :class:`~.chunk_batchers.PickledBatcher` makes full batches of the good ones."""
     from pyflink.datastream import DataStream
@@ -378,13 +379,13 @@ def _pickled_batches(records, batch_size, parse, shape, classes, max_wait_ms, ra
                                             chunker))
     chunks = chunks.name(f"{name}: group records on the JVM").uid(f"{name}-record-chunks").set_parallelism(1)
     batcher = PickledBatcher(batch_size, parse, shape, classes, float(rate))
-    batches = keyed_process(_one_key(chunks, f"{name}-chunks"), batcher, types.bytes_type(), config.python_in)
+    batches = keyed_process(_one_key(chunks, f"{name}-chunks"), batcher, types.bytes_type(), python_in)
     return batches.name(f"{name}: to mini-batches").uid(f"{name}-chunk-batcher").set_parallelism(1)
 
 
 def text_batches(records, batch_size: int, *, parse: Callable, features_shape: Optional[Sequence[int]] = None,
                  classes: Optional[int] = None, max_wait_ms: Optional[int] = None, rate: float = 0.0,
-                 config: Optional[TrainConfig] = None, name: str = "tensair"):
+                 python_in: Union[PythonIn, str] = PythonIn.JVM, name: str = "tensair"):
     """Mini-batches of a stream of text records (``Types.STRING()``, e.g. a Kafka topic's JSON
     values), grouped on the JVM so that no record crosses into Python on its own.
 
@@ -402,21 +403,20 @@ def text_batches(records, batch_size: int, *, parse: Callable, features_shape: O
         batches = text_batches(records, 16, parse=json_example, classes=10, features_shape=(8, 8, 1))
     """
     shape = _checked_arguments(batch_size, features_shape, classes, max_wait_ms, parse, rate, optional=False)
-    config = as_train_config(TrainConfig() if config is None else config)
+    python_in = python_in_of(python_in)
     types.require_stream("records", records, Types.STRING(), types.TEXTS)
     if _is_json_example(parse):
         return examples_on_the_jvm(records, batch_size, features_shape=shape, classes=classes, max_wait_ms=max_wait_ms,
                                    rate=rate, name=name)
     batcher = TextChunkBatcher(batch_size, parse, shape, classes, float(rate))
-    return chunked_batches(records, batch_size, batcher, max_wait_ms=max_wait_ms, config=config, name=name)
+    return chunked_batches(records, batch_size, batcher, max_wait_ms=max_wait_ms, python_in=python_in, name=name)
 
 
 def chunked_batches(records, chunk_size: int, make: Callable, *, max_wait_ms: Optional[int] = None,
-                    config: Optional[TrainConfig] = None, name: str = "tensair"):
+                    python_in: Union[PythonIn, str] = PythonIn.JVM, name: str = "tensair"):
     """The encoded batches (and dead letters) ``make`` yields for each chunk of ``chunk_size``
     text records, grouped on the JVM (``Chunks``: the grouping's position and pending records are
-    Flink state) so that the records cross into Python once per chunk, where ``config`` (the
-    :class:`~pyflink_tensair.TrainConfig` of the ``train()`` it feeds) runs Python. ``make`` gets
+    Flink state) so that the records cross into Python once per chunk, where ``python_in`` says. ``make`` gets
     ``[n, records before chunk n, record, ...]`` (strings) and yields bytes; it must be picklable
     and depend only on the chunk, so that a restored job makes exactly the same batches.
     :func:`text_batches` makes one batch per chunk; the word2vec job many
@@ -425,14 +425,14 @@ def chunked_batches(records, chunk_size: int, make: Callable, *, max_wait_ms: Op
 
     from .execution import process
 
-    config = as_train_config(TrainConfig() if config is None else config)
+    python_in = python_in_of(python_in)
     chunks = jvm_chunks(records, chunk_size, max_wait_ms, name)
 
     class ChunkProcess(ProcessFunction):
         def process_element(self, value, ctx):
             yield from make(value)
 
-    made = process(chunks, ChunkProcess(), types.bytes_type(), config.python_in)
+    made = process(chunks, ChunkProcess(), types.bytes_type(), python_in)
     return made.name(f"{name}: to mini-batches").uid(f"{name}-batcher").set_parallelism(1)
 
 

@@ -18,7 +18,7 @@ from pyflink.datastream.state import ListStateDescriptor
 from ..core import wire
 from ..core.columns import records_to_columns
 from ..core.messages import Batch, DeadLetter, preview
-from .functions import END_OF_TIME
+from .environment import END_OF_TIME
 from .pacing import Pacer
 
 PARSE_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError)
@@ -52,10 +52,10 @@ class ColumnBatcher:
     record's of this run."""
 
     def __init__(self, features_shape: Optional[tuple], classes: Optional[int], rate: float):
-        self._features_shape = features_shape
-        self._classes = classes
+        self.features_shape = features_shape
+        self.classes = classes
         self._pacer = Pacer(rate)
-        self._labelled: Optional[bool] = None
+        self.labelled: Optional[bool] = None
 
     def batch(self, number: int, before: int, records: list, unreadable: List[Tuple[int, DeadLetter]]) -> Iterator[bytes]:
         """``records``: ``(index in the chunk, record)`` of the records read; ``unreadable``:
@@ -68,10 +68,10 @@ class ColumnBatcher:
 
 def read_columns(reader, records: list):
     """The columns of ``records`` (``(index, record)``) as ``reader``'s stream reads them (its
-    ``_features_shape``, ``_labelled`` and ``_classes``), and what they settle kept on it."""
-    columns = records_to_columns([r for _, r in records], features_shape=reader._features_shape,
-                                 labelled=reader._labelled, classes=reader._classes)
-    reader._features_shape, reader._labelled = columns.features_shape, columns.labelled
+    ``features_shape``, ``labelled`` and ``classes``), and what they settle kept on it."""
+    columns = records_to_columns([r for _, r in records], features_shape=reader.features_shape,
+                                 labelled=reader.labelled, classes=reader.classes)
+    reader.features_shape, reader.labelled = columns.features_shape, columns.labelled
     return columns
 
 
@@ -134,8 +134,8 @@ class PickledBatcher(KeyedProcessFunction):
                  classes: Optional[int], rate: float):
         self._batch_size = batch_size
         self._parse = parse
-        self._features_shape = features_shape
-        self._classes = classes
+        self.features_shape = features_shape
+        self.classes = classes
         self._rate = rate
 
     def open(self, runtime_context):
@@ -146,7 +146,7 @@ class PickledBatcher(KeyedProcessFunction):
         self._pacer = Pacer(self._rate)
         self._loaded = False
         self._timer_registered = False
-        self._count, self._labelled = 0, None
+        self._count, self.labelled = 0, None
         self._x: Optional[np.ndarray] = None
         self._y: Optional[np.ndarray] = None
 
@@ -159,16 +159,16 @@ class PickledBatcher(KeyedProcessFunction):
         if not saved_list:
             return
         saved = wire.decode_batch(saved_list[0])
-        self._count, self._labelled = saved.meta["count"], saved.meta["labelled"]
+        self._count, self.labelled = saved.meta["count"], saved.meta["labelled"]
         if saved.meta["shape"] is not None:
-            self._features_shape = tuple(saved.meta["shape"])
+            self.features_shape = tuple(saved.meta["shape"])
         if len(saved.x):
             self._x, self._y = np.array(saved.x), None if saved.y is None else np.array(saved.y)
 
     def _save(self):
         x = self._x if self._x is not None else np.zeros((0,), np.float32)
-        shape = None if self._features_shape is None else list(self._features_shape)
-        self._state.update([wire.encode_batch(Batch(x, self._y, {"count": self._count, "labelled": self._labelled,
+        shape = None if self.features_shape is None else list(self.features_shape)
+        self._state.update([wire.encode_batch(Batch(x, self._y, {"count": self._count, "labelled": self.labelled,
                                                                 "shape": shape}))])
 
     def _take(self, size: int) -> bytes:

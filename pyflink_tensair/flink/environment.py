@@ -1,4 +1,5 @@
-"""Job-wide settings the replicas need: latency of the loop, Python worker mode, the channel jar."""
+"""Job-wide settings the replicas need (latency of the loop, Python worker mode, the channel jar)
+and what the runtime tells an operator (its subtask, the end of time)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,16 @@ from ..errors import ConfigError
 _WORKER_MODE_VARIABLE = "_python_worker_execution_mode"  # read by PyFlink when an environment is created
 _LOCAL_NETWORK_MEMORY = "256mb"  # room for 1 MB network buffers (Flink's local default is 64 MB)
 _LOOPBACK_ADDRESS = "python.loopback-server.address"  # set by PyFlink when it chose loopback
+END_OF_TIME = 2 ** 63 - 1  # Long.MAX_VALUE: the watermark a bounded input sends when it ends
+
+
+def subtask_index(runtime_context) -> int:
+    """``runtime_context.get_index_of_this_subtask()``, also in thread mode: PyFlink 2.3's embedded
+    context calls the Java ``getIndexOfThisSubtask()``, which Flink 2.0 moved to ``getTaskInfo()``."""
+    try:
+        return runtime_context.get_index_of_this_subtask()
+    except AttributeError:  # 'pemja.PyJObject' object has no attribute 'getIndexOfThisSubtask'
+        return int(runtime_context._runtime_context.getTaskInfo().getIndexOfThisSubtask())
 
 
 def env_configuration(env):

@@ -4,7 +4,7 @@ Flink's keyed state.
 :func:`stateful_chunk_batches` is :func:`~pyflink_tensair.flink.batching.chunked_batches` for a
 ``make`` whose batches depend on what it saw before, such as
 :class:`~pyflink_tensair.word2vec.growing.GrowingVocabulary` and its
-:class:`~pyflink_tensair.embeddings.table.IdTable`: it runs under one key, restores ``make``'s
+:class:`~pyflink_tensair.embeddings.id_table.IdTable`: it runs under one key, restores ``make``'s
 state on its first chunk and writes it back after each chunk
 (:class:`~pyflink_tensair.flink.checkpointing.ChunkedState`; a part whose bytes did not change is
 not written again). A checkpoint therefore holds the table as of the last chunk before its

@@ -26,7 +26,7 @@ Example (what ``train()`` does; ``Replicas`` stands for its KeyedCoProcessFuncti
     loop = FeedbackLoop(batches, config)
     replicas = loop.named(loop.keyed_inputs().connect(loop.keyed_feedback(config.replicas))
                           .process(Replicas(...), output_type=...), "replicas", "replicas")
-    loop.close(loop.side_output(replicas, types.feedback_tag(config.name)), config.replicas)
+    loop.close(loop.side_output(replicas, types.FEEDBACK.tag(config.name)), config.replicas)
 """
 
 from __future__ import annotations
@@ -41,9 +41,41 @@ from .environment import add_channel_jar, keep_every_sink, prepare_environment
 from .routing import DEFAULT_MAX_PARALLELISM, pinned_keys
 
 # the longest a gate holds one batch, and how long a saturated replica may apply nothing before the
-# gate stops holding for it (Credit.java says why); replicas repeat their report more often (functions.py)
+# gate stops holding for it (Credit.java says why); replicas repeat their report more often (CreditReport)
 CREDIT_MAX_WAIT_MS = 1000
 CREDIT_QUIET_MS = 250
+CREDIT_REPEAT_S = 0.05  # well within the gate's quiet time
+
+
+class CreditReport:
+    """What one replica tells the credit gate: ``"<replica>:1"`` when it becomes saturated,
+    ``"<replica>:0"`` when it no longer is (a new attempt starts unsaturated). A saturated replica
+    repeats its report while it applies its peers' messages: it is catching up, and the gate
+    stops holding for a replica it has not heard from in ``CREDIT_QUIET_MS``.
+
+    Example::
+
+        >>> report = CreditReport(clock=lambda: 0.0)
+        >>> report.due(0, saturated=True, applied=0), report.due(0, saturated=True, applied=0)
+        ('0:1', None)
+    """
+
+    def __init__(self, clock=None):
+        import time
+
+        self._clock = clock or time.monotonic
+        self._saturated = False
+        self._applied = 0
+        self._at = 0.0
+
+    def due(self, replica_id: int, *, saturated: bool, applied: int):
+        """The report to send now, or ``None``; ``applied``: the peer messages the replica has applied."""
+        now = self._clock()
+        if saturated == self._saturated and not (saturated and applied != self._applied
+                                                 and now - self._at >= CREDIT_REPEAT_S):
+            return None
+        self._saturated, self._applied, self._at = saturated, applied, now
+        return f"{replica_id}:{int(saturated)}"
 
 
 class FeedbackLoop:

@@ -34,7 +34,9 @@ Example, with a stand-in for a thread-mode metric group::
 
 from __future__ import annotations
 
+import functools
 import time
+from dataclasses import dataclass
 from typing import Callable, Dict
 
 # How often, at most, the task thread reads the values in its callbacks (``force`` bypasses it).
@@ -88,3 +90,63 @@ class ReplicaMetrics:
             if self._values.get(name) != value:
                 self._held[name].update(value)
                 self._values[name] = value
+
+
+@dataclass
+class HostStats:
+    """The replica function's own profile: its time in callbacks and codecs, its last snapshot."""
+
+    callback_s: float = 0.0  # inside the Flink callbacks (with an inline trainer: the model too)
+    codec_s: float = 0.0  # of it, decoding inputs and encoding outputs
+    snapshot_bytes: int = 0  # the last snapshot's size,
+    snapshot_written: int = 0  # the bytes of it that changed,
+    snapshot_ms: int = 0  # and how long the trainer's drain and the hand-over to PyFlink took
+
+
+def replica_gauges(group, function) -> ReplicaMetrics:
+    """The replica's metrics in ``group`` (``tensair``), read from ``function`` (a
+    :class:`~.replica_function.ReplicaFunction`: its ``replica``, ``last_metrics``, ``stats`` and
+    ``watch``). Integers only: fractional values are scaled (``loss_x1e6 = loss * 1e6``)."""
+    from ..core.counters import GAUGES
+
+    def last(read, scale=1):
+        return lambda: int(round((read(function.last_metrics) or 0) * scale)) if function.last_metrics else 0
+
+    def replica(read, none=0):
+        return lambda: read(function.replica) if function.replica is not None else none
+
+    # this replica's last own drift: the batch that showed it, when (epoch ms), and the
+    # detector's test statistic against its threshold (-1 / 0 before the first drift)
+    def drift(read, scale, none):
+        def value():
+            r = function.replica
+            found = read(r.modes) if r is not None and r.modes.last_drift is not None else None
+            return none if found is None or found != found else int(round(found * scale))
+        return value
+
+    stats = function.stats
+    read = {
+        "loss_x1e6": last(lambda m: m.loss, 1e6),
+        "accuracy_x1e6": last(lambda m: m.accuracy, 1e6),
+        "model_version": last(lambda m: m.model_version),
+        "local_step": last(lambda m: m.local_step),
+        "staleness": last(lambda m: m.staleness),
+        "batches_per_s_x1000": last(lambda m: m.batches_per_s, 1e3),
+        "held_batches": last(lambda m: m.held_batches),
+        "snapshot_bytes": lambda: stats.snapshot_bytes,
+        "snapshot_written_bytes": lambda: stats.snapshot_written,
+        # the operator's own checkpoint_pause_ms adds the commit of the snapshot's writes to Flink's state
+        "snapshot_ms": lambda: stats.snapshot_ms,
+        "export_failures": lambda: function.watch.export_failures if function.watch is not None else 0,
+        "unacked_messages": replica(lambda r: r.unacked_messages),
+        # Mode.AUTO: 1 while training; drifts this replica's detector found
+        "training": replica(lambda r: int(r.training)),
+        "drifts_detected": replica(lambda r: r.modes.policy.drifts if r.modes.policy else 0),
+        "last_drift_batch": drift(lambda m: m.last_drift.batch_id, 1, -1),
+        "last_drift_time_ms": drift(lambda m: m.last_drift.time, 1e3, -1),
+        "last_drift_statistic_x1e6": drift(lambda m: m.policy.last_drift.test_statistic()[0], 1e6, 0),
+        "last_drift_threshold_x1e6": drift(lambda m: m.policy.last_drift.test_statistic()[1], 1e6, 0),
+    }
+    for counter in GAUGES:  # the counters the table marks (core.counters): served batches, Guards' counts
+        read[counter] = replica(functools.partial(lambda name, r: getattr(r.counts, name), counter))
+    return ReplicaMetrics(group, read)

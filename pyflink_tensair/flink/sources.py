@@ -8,9 +8,9 @@ source: batch ``i`` is due at ``start + i / rate`` whatever the job does with ea
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
-from ..config import TrainConfig, as_train_config
+from ..config import PythonIn, python_in_of
 from ..core import wire
 from ..core.messages import Batch
 from ..errors import ConfigError
@@ -71,12 +71,12 @@ class PacedBatches:
 
 
 def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: float = 0.0, name: str = "tensair",
-                 config: Optional[TrainConfig] = None):
+                 python_in: Union[PythonIn, str] = PythonIn.JVM):
     """A stream of ``count`` encoded batches, ``make_batch(0) .. make_batch(count - 1)``, paced at
     ``rate`` batches per second (0: as fast as the job takes them). See :class:`PacedBatches`.
 
-    ``make_batch`` runs where the replicas' Python runs (``config``, the
-    :class:`~pyflink_tensair.TrainConfig` of the ``train()`` it feeds: ``python_in``): inside the
+    ``make_batch`` runs where ``python_in`` says (the ``TrainConfig.python_in`` of the ``train()``
+    it feeds, so that it runs where the replicas' Python runs): inside the
     TaskManager's JVM by default (no Beam crossing for the batch, 1.23x the dense batches/s of two
     replicas, docs/measurements.md; it shares that TaskManager's GIL with them). Make it a
     module-level function or a ``functools.partial`` of one, and load data sets lazily inside it
@@ -96,12 +96,12 @@ def batch_source(env, count: int, make_batch: Callable[[int], Batch], *, rate: f
 
     require_int("count", count, 1)
     paced = PacedBatches(make_batch, rate)  # checks make_batch and the rate now
-    config = as_train_config(TrainConfig() if config is None else config)
+    python_in = python_in_of(python_in)
     if not isinstance(env, StreamExecutionEnvironment):
         raise ConfigError(f"env must be a pyflink StreamExecutionEnvironment. Received: env={env!r:.100}")
     use_this_interpreter(env)
     numbers = number_sequence(env, 0, int(count) - 1, name=f"{name}: batch numbers", uid=f"{name}-batch-numbers")
-    made = mapped(numbers, paced, types.bytes_type(), config.python_in)
+    made = mapped(numbers, paced, types.bytes_type(), python_in)
     return (made.name(f"{name}: make batches" + (f" at {rate:g}/s" if rate else "")).uid(f"{name}-make-batches")
             .set_parallelism(1))
 

@@ -29,7 +29,7 @@ from ..errors import ConfigError, ModelError
 from ..validation import require_bool, require_callable, require_number
 from . import types
 from .checkpointing import replica_operator
-from .functions import ReplicaFunction
+from .replica_function import ReplicaFunction
 from .loop import FeedbackLoop
 from .relay import relay
 
@@ -57,7 +57,7 @@ class TrainOutput:
             message, with the reason and the position (:class:`~pyflink_tensair.DeadLetter`;
             ``TrainConfig.guards``).
         updates: encoded model updates replica 0 publishes while it trains, with
-            ``TrainConfig.updates`` (:func:`~pyflink_tensair.core.updates.decode_update`;
+            ``TrainConfig.updates`` (:func:`~pyflink_tensair.core.model_updates.decode_update`;
             :func:`~pyflink_tensair.serve` applies them); empty without.
         loop_id: identifies this job's feedback channel.
         model: the ``model`` argument ``train`` got (to rebuild the trained models).
@@ -177,20 +177,13 @@ def train(batches, *, model, config: TrainConfig = TrainConfig(), check_model: b
                                 types.prediction_type(), loop.keys, config.python_in,
                                 rescalable=config.staleness_bound != 0)  # synchronous steps in flight cannot merge
     replicas = loop.training_operator(loop.named(replicas, "replicas", "replicas"))
-    loop.close(loop.side_output(replicas, types.feedback_tag(config.name)), n)
+    loop.close(loop.side_output(replicas, types.FEEDBACK.tag(config.name)), n)
     if config.backpressure:
-        loop.close_credit(loop.side_output(replicas, types.credit_tag(config.name)))
+        loop.close_credit(loop.side_output(replicas, types.CREDIT.tag(config.name)))
 
     # raw JVM side outputs: PyFlink's get_side_output adds an identity Python map (a Beam bundle per record)
-    metrics = loop.side_output(replicas, types.metrics_tag(config.name))
-    models = loop.side_output(replicas, types.models_tag(config.name))
-    probes = loop.side_output(replicas, types.probes_tag(config.name))
-    mode_changes = loop.side_output(replicas, types.mode_changes_tag(config.name))
-    dead_letters = loop.side_output(replicas, types.dead_letters_tag(config.name))
-    updates = loop.side_output(replicas, types.updates_tag(config.name))
+    streams = {field: loop.side_output(replicas, output.tag(config.name)) for field, output in types.TRAIN_OUTPUTS.items()}
     if config.updates is not None:  # off the barrier's path: a checkpoint must not stop the servers (relay.py)
-        updates = relay(updates, name=f"{config.name}: model updates", uid=f"{config.name}-updates-relay",
-                        beside=loop.feedback_source)
-    return TrainOutput(predictions=replicas, metrics=metrics, models=models, probes=probes, loop_id=loop.loop_id,
-                       model=model, mode_changes=mode_changes, dead_letters=dead_letters, updates=updates,
-                       config=config)
+        streams["updates"] = relay(streams["updates"], name=f"{config.name}: model updates",
+                                   uid=f"{config.name}-updates-relay", beside=loop.feedback_source)
+    return TrainOutput(predictions=replicas, loop_id=loop.loop_id, model=model, config=config, **streams)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -16,7 +18,10 @@ from pyflink.datastream import OutputTag
 
 from ..core import wire
 from ..errors import ConfigError
-from ..core.events import FinalModel, Prediction, decode_final_model, encode_final_model  # noqa: F401 (re-exported)
+from ..core.events import (Broadcast, FinalModel, Metrics, ModeChange, Prediction,  # noqa: F401 (re-exported)
+                           decode_final_model, encode_final_model)
+from ..core.messages import DeadLetter
+from ..core.model_updates import ModelUpdate, encode_update
 
 PREDICTION_FIELDS = ["replica", "batch_id", "model_version", "loss", "accuracy", "predictions"]
 
@@ -57,39 +62,56 @@ def prediction_type():
                                                Types.DOUBLE(), bytes_type()])
 
 
-def metrics_tag(name: str) -> OutputTag:
-    return OutputTag(f"{name}-metrics", Types.STRING())
+@dataclass(frozen=True)
+class SideOutput:
+    """One side output of the replicas' operator: its tag's name (``"<train name>-<suffix>"``), the
+    Flink type of its elements, and which event of the replica goes there, encoded how
+    (``encode(event, config)``; ``event=None``: the function's own records)."""
+
+    suffix: str
+    element_type: Callable[[], Any]
+    event: Optional[type] = None
+    encode: Optional[Callable[[Any, Any], Any]] = None
+
+    def tag(self, name: str) -> OutputTag:
+        return OutputTag(f"{name}-{self.suffix}", self.element_type())
 
 
-def feedback_tag(name: str) -> OutputTag:
-    return OutputTag(f"{name}-feedback", bytes_type())
+@dataclass(frozen=True)
+class ProbeRecord:
+    """A probe's result (JSON text): the replica function's own record, not the replica's."""
+
+    text: str
 
 
-def models_tag(name: str) -> OutputTag:
-    return OutputTag(f"{name}-models", bytes_type())
+def _json(event, config) -> str:
+    return event.to_json()
 
 
-def probes_tag(name: str) -> OutputTag:
-    return OutputTag(f"{name}-probes", Types.STRING())
+# One line per output. The replica function routes events by this table; train() reads its
+# streams by it (TrainOutput's fields are TRAIN_OUTPUTS' keys, and predictions).
+METRICS = SideOutput("metrics", Types.STRING, Metrics, _json)
+FEEDBACK = SideOutput("feedback", bytes_type, Broadcast, lambda e, c: wire.encode_message(e.message, c.sparse_values))
+MODELS = SideOutput("models", bytes_type, FinalModel, lambda e, c: encode_final_model(e))
+PROBES = SideOutput("probes", Types.STRING, ProbeRecord, lambda e, c: e.text)
+MODE_CHANGES = SideOutput("mode-changes", Types.STRING, ModeChange, _json)
+DEAD_LETTERS = SideOutput("dead-letters", Types.STRING, DeadLetter, _json)
+UPDATES = SideOutput("updates", bytes_type, ModelUpdate, lambda e, c: encode_update(e))
+# "<replica>:1" when a replica becomes saturated, "<replica>:0" when it no longer is (the credit
+# gate's reports, flink.loop.FeedbackLoop.close_credit; with TrainConfig.backpressure)
+CREDIT = SideOutput("credit", Types.STRING)
 
 
-def mode_changes_tag(name: str) -> OutputTag:
-    return OutputTag(f"{name}-mode-changes", Types.STRING())
+
+def text_tag(name: str, what: str) -> OutputTag:
+    """The tag of a side output of text records, ``"<name>-<what>"`` (the online operators' own:
+    timeouts, unmatched labels, freshness; their dead letters are :data:`DEAD_LETTERS`')."""
+    return OutputTag(f"{name}-{what}", Types.STRING())
 
 
-def dead_letters_tag(name: str) -> OutputTag:
-    return OutputTag(f"{name}-dead-letters", Types.STRING())
-
-
-def updates_tag(name: str) -> OutputTag:
-    """Model updates replica 0 publishes (``TrainConfig.updates``; :mod:`pyflink_tensair.core.updates`)."""
-    return OutputTag(f"{name}-updates", bytes_type())
-
-
-def credit_tag(name: str) -> OutputTag:
-    """``"<replica>:1"`` when a replica becomes saturated, ``"<replica>:0"`` when it no longer is
-    (the credit gate's reports, :meth:`~.loop.FeedbackLoop.close_credit`)."""
-    return OutputTag(f"{name}-credit", Types.STRING())
+SIDE_OUTPUTS = (METRICS, FEEDBACK, MODELS, PROBES, MODE_CHANGES, DEAD_LETTERS, UPDATES, CREDIT)
+TRAIN_OUTPUTS = {"metrics": METRICS, "models": MODELS, "probes": PROBES, "mode_changes": MODE_CHANGES,
+                 "dead_letters": DEAD_LETTERS, "updates": UPDATES}
 
 
 def prediction_row(event: Prediction) -> Row:

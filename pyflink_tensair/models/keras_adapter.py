@@ -47,7 +47,7 @@ from . import check_model_argument  # noqa: E402,F401 (re-exported: it was defin
 
 FUSED_STEP_VARIABLE = "PYFLINK_TENSAIR_FUSED_STEP"
 """Set to ``0`` in the job's environment, adapters offer no ``train_step`` and replicas compute,
-then apply (how they trained until 2026-12-02; ``benchmarks.replica_path``'s candidate ``unfused``)."""
+then apply in two calls (``benchmarks.replica_path``'s candidate ``unfused``, to compare with)."""
 ModelArgument = Union[Callable[[], "keras.Model"], str, os.PathLike]
 """What ``train(model=...)`` takes: a function returning a compiled model, or a saved ``.keras`` path."""
 _BUILD_LOCK = threading.Lock()  # seeding is process-global; replicas may share a process (loopback)

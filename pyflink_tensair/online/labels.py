@@ -31,19 +31,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional
 
 from pyflink.common import Row, Types
-from pyflink.datastream import KeyedCoProcessFunction, OutputTag, ProcessFunction
+from pyflink.datastream import KeyedCoProcessFunction, ProcessFunction
 from pyflink.datastream.state import ValueStateDescriptor
 
 from ..core.messages import DeadLetter, preview
-from ..errors import ConfigError
-from ..config import PythonIn
-from ..validation import is_number, require_callable, require_choice, require_number
+from ..flink.types import DEAD_LETTERS, text_tag
+from ..config import JoinConfig, with_fields
 
 if TYPE_CHECKING:
     from pyflink.datastream import DataStream
 
 WAITING, LABEL_FIRST, JOINED, TIMED_OUT = 1, 2, 3, 4
-TIMES = ("event", "processing")
 
 
 def json_key(text: str) -> str:
@@ -76,22 +74,6 @@ def training_record(event_text: str, label, timed_out: bool = False) -> str:
     return json.dumps(record, separators=(",", ":"))
 
 
-def python_in_of(python_in) -> PythonIn:
-    """The :class:`~pyflink_tensair.PythonIn` an online operator's ``python_in`` names: ``"jvm"`` or
-    ``"processes"``.
-
-        >>> python_in_of("thread")
-        Traceback (most recent call last):
-        ...
-        pyflink_tensair.errors.ConfigError: python_in must be one of 'jvm', 'processes'. Received: python_in='thread'
-    """
-    return PythonIn(require_choice("python_in", python_in, (PythonIn.JVM.value, PythonIn.PROCESSES.value)))
-
-
-def _tag(name: str, what: str) -> OutputTag:
-    return OutputTag(f"{name}-{what}", Types.STRING())
-
-
 @dataclass(frozen=True)
 class JoinOutput:
     """The streams ``join_labels`` returns.
@@ -116,7 +98,7 @@ class KeyRecords(ProcessFunction):
         self._key, self._what, self._name = key, what, name
 
     def open(self, runtime_context):
-        self._dead_letters = _tag(self._name, "dead-letters")
+        self._dead_letters = DEAD_LETTERS.tag(self._name)
         self._seen = 0
 
     def process_element(self, value, ctx):
@@ -155,8 +137,8 @@ class JoinLabels(KeyedCoProcessFunction):
         self._event = value("event", Types.STRING())
         self._label_text = value("label", Types.STRING())
         self._timer = value("timer", Types.LONG())  # the one timer this id waits for
-        self._timeouts = _tag(self._name, "timeouts")
-        self._dead_letters = _tag(self._name, "dead-letters")
+        self._timeouts = text_tag(self._name, "timeouts")
+        self._dead_letters = DEAD_LETTERS.tag(self._name)
 
     def _now(self, ctx) -> int:
         if self._event_time and ctx.timestamp() is not None:
@@ -256,25 +238,14 @@ class JoinLabels(KeyedCoProcessFunction):
             self._status.clear()
 
 
-def join_labels(events, labels, *, timeout_ms: float, time: str = "event", default_label=None,
-                retention_ms: Optional[float] = None, event_key: Callable[[str], str] = json_key,
-                label_key: Callable[[str], str] = json_key, label: Callable = json_label,
-                python_in: str = "jvm", name: str = "join") -> JoinOutput:
-    """Joins ``events`` with their ``labels`` by id; an event waits at most ``timeout_ms``.
+def join_labels(events, labels, config: Optional[JoinConfig] = None, **fields) -> JoinOutput:
+    """Joins ``events`` with their ``labels`` by id, as :class:`~pyflink_tensair.JoinConfig` says
+    (``fields``: its fields, set on ``config`` or on a new one).
 
     Args:
         events: a ``DataStream`` of event texts (``Types.STRING()``; default: JSON with ``"id"`` and the features).
         labels: a ``DataStream`` of label texts (``Types.STRING()``; default: JSON with ``"id"`` and ``"y"``).
-        timeout_ms: how long an event waits for its label.
-        time: ``"event"`` (the streams' timestamps and watermarks: assign them at the sources,
-            e.g. Kafka's record time; a job's outcome then never depends on its speed) or
-            ``"processing"`` (the wall clock).
-        default_label: the label of an event whose label did not come in time (e.g. ``0``, "no
-            click"), or ``None`` to drop it; counted in ``timeouts`` either way.
-        retention_ms: how long a closed id is remembered, to tell a second or late label from a
-            label without event (default: ``timeout_ms``); then its state is cleared.
-        event_key, label_key, label: how to read an id and a label from the texts.
-        python_in: where the join's Python runs: ``"jvm"`` (inside the TaskManagers) or ``"processes"``.
+        config: a :class:`~pyflink_tensair.JoinConfig` (``timeout_ms`` is required: here or in ``fields``).
 
     Returns:
         :class:`JoinOutput`: training records, timeouts, dead letters.
@@ -292,15 +263,9 @@ def join_labels(events, labels, *, timeout_ms: float, time: str = "event", defau
     from ..flink.execution import keyed_co_process, process
     from ..flink.loop import FeedbackLoop
 
-    require_number("timeout_ms", timeout_ms, above=0, unit="milliseconds")
-    require_number("retention_ms", retention_ms, 0, optional=True, unit="milliseconds")
-    if time not in TIMES:
-        raise ConfigError(f"time must be 'event' or 'processing'. Received: time={time!r}")
-    if default_label is not None and not isinstance(default_label, (str, bool)) and not is_number(default_label):
-        raise ConfigError(f"default_label must be a number, a string or None. Received: default_label={default_label!r}")
-    for fn, what in ((event_key, "event_key"), (label_key, "label_key"), (label, "label")):
-        require_callable(what, fn, "a function of one text")
-    python_in = python_in_of(python_in)
+    config = with_fields(JoinConfig, config, fields)
+    python_in, name = config.python_in, config.name
+    event_key, label_key = config.event_key or json_key, config.label_key or json_key
     for stream, what in ((events, "events"), (labels, "labels")):
         types.require_stream(what, stream, Types.STRING(), types.TEXTS)
     row_type = Types.ROW([Types.STRING(), Types.STRING()])
@@ -318,12 +283,13 @@ def join_labels(events, labels, *, timeout_ms: float, time: str = "event", defau
 
     event_rows, keyed_events = keyed(events, event_key, "event")
     label_rows, keyed_labels = keyed(labels, label_key, "label")
-    function = JoinLabels(timeout_ms, timeout_ms if retention_ms is None else retention_ms, time == "event",
-                          default_label, label, name)
+    timeout_ms = config.timeout_ms
+    function = JoinLabels(timeout_ms, timeout_ms if config.retention_ms is None else config.retention_ms,
+                          config.time == "event", config.default_label, config.label or json_label, name)
     joined = keyed_co_process(keyed_events.connect(keyed_labels), function, Types.STRING(), python_in)
     joined = joined.name(f"{name}: join events with labels").uid(f"{name}-join")
-    dead = FeedbackLoop.side_output(joined, _tag(name, "dead-letters"))
-    dead = dead.union(FeedbackLoop.side_output(event_rows, _tag(name, "dead-letters")),
-                      FeedbackLoop.side_output(label_rows, _tag(name, "dead-letters")))
-    return JoinOutput(records=joined, timeouts=FeedbackLoop.side_output(joined, _tag(name, "timeouts")),
+    dead = FeedbackLoop.side_output(joined, DEAD_LETTERS.tag(name))
+    dead = dead.union(FeedbackLoop.side_output(event_rows, DEAD_LETTERS.tag(name)),
+                      FeedbackLoop.side_output(label_rows, DEAD_LETTERS.tag(name)))
+    return JoinOutput(records=joined, timeouts=FeedbackLoop.side_output(joined, text_tag(name, "timeouts")),
                       dead_letters=dead)

@@ -31,8 +31,10 @@ from pyflink.datastream import KeyedCoProcessFunction, KeyedProcessFunction
 from pyflink.datastream.state import ValueStateDescriptor
 
 from ..core.messages import DeadLetter, preview
-from ..validation import is_int, require_callable, require_int, require_number, require_text
-from .labels import _key, _tag
+from ..config import ScoreConfig, with_fields
+from ..validation import is_int
+from ..flink.types import DEAD_LETTERS, text_tag
+from .labels import _key
 
 if TYPE_CHECKING:
     from pyflink.datastream import DataStream
@@ -103,11 +105,7 @@ class ScoreOutput:
 
 
 def _unmatched_tag(name: str):
-    return _tag(name, "unmatched")
-
-
-def _dead_letters_tag(name: str):
-    return _tag(name, "dead-letters")  # the tag KeyRecords uses with the same name
+    return text_tag(name, "unmatched")
 
 
 class MeetPredictions(KeyedCoProcessFunction):
@@ -123,7 +121,7 @@ class MeetPredictions(KeyedCoProcessFunction):
         self._label = runtime_context.get_state(ValueStateDescriptor("score/label", Types.STRING()))
         self._timer = runtime_context.get_state(ValueStateDescriptor("score/timer", Types.LONG()))
         self._unmatched = _unmatched_tag(self._name)
-        self._dead_letters = _dead_letters_tag(self._name)
+        self._dead_letters = DEAD_LETTERS.tag(self._name)
 
     def _wait(self, ctx):
         at = ctx.timer_service().current_processing_time() + self._retention_ms
@@ -253,19 +251,10 @@ class WindowedScore(KeyedProcessFunction):
             self._metrics.publish(force=True)
 
 
-def score(predictions, records, *, window: int = 200, report_every: int = 50, retention_ms: float = 600_000,
-          label_field: str = "y", key=None, python_in: str = "jvm", name: str = "score") -> ScoreOutput:
-    """Scores ``predictions`` (``serve``'s) against ``records`` (``join_labels``' training records,
-    or any JSON texts with ``"id"`` and ``label_field``, ``Types.STRING()``), by id.
-
-    Args:
-        window: scored events in the sliding window.
-        report_every: a window report every this many scored events.
-        retention_ms: how long a prediction waits for its label, or a label for its prediction
-            (processing time), before it is forgotten and counted as unmatched.
-        key: the id of a record's text (default: its JSON ``"id"``, as a string).
-        python_in: where the Python operators run: ``"jvm"`` (inside the TaskManagers) or ``"processes"``.
-        name: the metric group and the reports' ``"name"`` (e.g. ``"served"``, ``"frozen"``).
+def score(predictions, records, config: Optional[ScoreConfig] = None, **fields) -> ScoreOutput:
+    """Scores served ``predictions`` (``serve()``'s rows) against ``records`` (``join_labels``' records,
+    or any JSON texts with ``"id"`` and the label field, ``Types.STRING()``), by id, as
+    :class:`~pyflink_tensair.ScoreConfig` says (``fields``: its fields, set on ``config`` or on a new one).
 
     Example::
 
@@ -281,23 +270,20 @@ def score(predictions, records, *, window: int = 200, report_every: int = 50, re
     from ..flink.environment import add_channel_jar
     from ..flink.execution import keyed_co_process, keyed_process, process
     from ..flink.loop import FeedbackLoop
-    from .labels import KeyRecords, json_key, python_in_of
-    from .serving import PREDICTION_FIELDS, prediction_type
+    from .labels import KeyRecords, json_key
+    from .serving import SERVED_FIELDS, prediction_type
 
-    require_int("window", window, minimum=1)
-    require_int("report_every", report_every, minimum=1)
-    require_number("retention_ms", retention_ms, above=0, unit="milliseconds")
-    require_text("label_field", label_field)
-    require_callable("key", key, "a function of one record's text (its id)", optional=True)
-    python_in = python_in_of(python_in)
+    config = with_fields(ScoreConfig, config, fields)
+    window, report_every, retention_ms = config.window, config.report_every, config.retention_ms
+    label_field, key, python_in, name = config.label_field, config.key, config.python_in, config.name
     types.require_stream("predictions", predictions, prediction_type(),
                          "serve()'s prediction rows (ServeOutput.predictions)")
     types.require_stream("records", records, Types.STRING(), types.TEXTS)
     gateway = get_gateway()
     add_channel_jar(predictions._j_data_stream.getExecutionEnvironment())
     row_type = Types.ROW([Types.STRING(), Types.STRING()])
-    fields = gateway.new_array(gateway.jvm.String, len(PREDICTION_FIELDS) - 1)
-    for i, field in enumerate(PREDICTION_FIELDS[1:]):
+    fields = gateway.new_array(gateway.jvm.String, len(SERVED_FIELDS) - 1)
+    for i, field in enumerate(SERVED_FIELDS[1:]):
         fields[i] = field
     selector = gateway.jvm.org.apache.flink.streaming.api.functions.python.KeyByKeySelector
     j_rows = predictions._j_data_stream.transform(f"{name}: key predictions", row_type.get_java_type_info(),
@@ -321,6 +307,6 @@ def score(predictions, records, *, window: int = 200, report_every: int = 50, re
     keyed = KeyedStream(j_one.keyBy(selector(), Types.ROW([Types.INT()]).get_java_type_info()), Types.INT(), DataStream(j_one))
     windows = keyed_process(keyed, WindowedScore(window, report_every, name), Types.STRING(), python_in)
     windows = windows.name(f"{name}: window").uid(f"{name}-window").set_parallelism(1)
-    dead = FeedbackLoop.side_output(met, _dead_letters_tag(name)).union(
-        FeedbackLoop.side_output(label_rows, _dead_letters_tag(name)))
+    dead = FeedbackLoop.side_output(met, DEAD_LETTERS.tag(name)).union(
+        FeedbackLoop.side_output(label_rows, DEAD_LETTERS.tag(name)))
     return ScoreOutput(scored=met, windows=windows, dead_letters=dead)

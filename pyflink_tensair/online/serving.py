@@ -47,6 +47,7 @@ import numpy as np
 from pyflink.common import Types
 from pyflink.datastream import CoProcessFunction, OutputTag, ProcessFunction
 
+from ..flink.types import DEAD_LETTERS, text_tag
 from ..config import PythonIn, ServeConfig
 from ..core.messages import DeadLetter, preview
 from ..errors import ConfigError, WireFormatError
@@ -55,7 +56,7 @@ from ..validation import require_bool, require_callable
 if TYPE_CHECKING:
     from pyflink.datastream import DataStream
 
-PREDICTION_FIELDS = ["key", "prediction", "model_version", "model_age_ms", "served_at_ms"]
+SERVED_FIELDS = ["key", "prediction", "model_version", "model_age_ms", "served_at_ms"]
 
 
 def json_event(text: str) -> Tuple[str, object]:
@@ -81,7 +82,7 @@ def prediction_type():
     the model's output for the event flattened to a list of doubles (a ``LIST``, which a Table
     sees as ``ARRAY<DOUBLE>``), the version that answered, its age and the time of the answer
     (epoch ms). The rows are made on the JVM, from one record per micro-batch (:func:`pack_answers`)."""
-    return Types.ROW_NAMED(PREDICTION_FIELDS, [Types.STRING(), Types.LIST(Types.DOUBLE()), Types.LONG(),
+    return Types.ROW_NAMED(SERVED_FIELDS, [Types.STRING(), Types.LIST(Types.DOUBLE()), Types.LONG(),
                                                Types.LONG(), Types.LONG()])
 
 
@@ -175,11 +176,7 @@ def _id_inputs(adapter):
 
 
 def _freshness_tag(name: str) -> OutputTag:
-    return OutputTag(f"{name}-freshness", Types.STRING())
-
-
-def _dead_letters_tag(name: str) -> OutputTag:
-    return OutputTag(f"{name}-dead-letters", Types.STRING())
+    return text_tag(name, "freshness")
 
 
 @dataclass(frozen=True)
@@ -210,9 +207,9 @@ class _Server:
         self._config = config
 
     def open(self, runtime_context):
-        from ..flink.functions import subtask_index
+        from ..flink.environment import subtask_index
         from ..models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads, load_model
-        from ..core.updates import ModelView
+        from ..core.model_updates import ModelView
 
         if self._config.python_in is not PythonIn.JVM:  # a process of its own; in a JVM the replicas' budget holds
             configure_tensorflow_threads(1, None)
@@ -229,7 +226,7 @@ class _Server:
 
             self._view.set_maps({name: table.ids for name, table in id_maps(self._model).items()})
         self._freshness_tag = _freshness_tag(self._config.name)
-        self._dead_letters_tag = _dead_letters_tag(self._config.name)
+        self._dead_letters_tag = DEAD_LETTERS.tag(self._config.name)
 
     def _answer(self, chunk):
         if isinstance(chunk, (bytes, bytearray)):  # parsed on the JVM (JsonEvents)
@@ -339,7 +336,7 @@ class _Server:
                                                   "serve", index, preview(text)).to_json()
 
     def _update(self, data):
-        from ..core.updates import decode_update
+        from ..core.model_updates import decode_update
 
         try:
             update = decode_update(data)
@@ -456,4 +453,4 @@ def serve(events, updates=None, *, model, config: ServeConfig = ServeConfig(),
     predictions = DataStream(rows).name(f"{name}: a row per prediction").uid(f"{name}-predictions").set_parallelism(p)
     return ServeOutput(predictions=predictions,
                        freshness=FeedbackLoop.side_output(served, _freshness_tag(name)),
-                       dead_letters=FeedbackLoop.side_output(served, _dead_letters_tag(name)))
+                       dead_letters=FeedbackLoop.side_output(served, DEAD_LETTERS.tag(name)))

@@ -6,7 +6,7 @@ each Python worker and follows a training job's model updates through a folder: 
 writes ``TrainOutput.updates`` there with ``write_records(out.updates, folder, "update")`` (one file per
 update, renamed into place when complete); the function looks for new files at most every
 ``poll_ms`` and applies them in the order they were written (a
-:class:`~pyflink_tensair.core.updates.ModelView`: a delta it cannot place waits for the next
+:class:`~pyflink_tensair.core.model_updates.ModelView`: a delta it cannot place waits for the next
 snapshot). A worker that starts late begins at the newest snapshot in the folder.
 
 How fresh this path is, is the update interval plus the file's write plus up to ``poll_ms``
@@ -57,7 +57,7 @@ class UpdatesFollower:
         self.applied = 0
 
     def _read(self, path: str):
-        from ..core.updates import decode_update
+        from ..core.model_updates import decode_update
 
         with open(path, "rb") as f:
             return decode_update(f.read())
@@ -105,7 +105,7 @@ def predict_function(model, *, features: int, updates_folder: Optional[str] = No
 
     class TensairPredict(ScalarFunction):
         def open(self, function_context):
-            from ..core.updates import ModelView
+            from ..core.model_updates import ModelView
             from ..models.keras_adapter import KerasModelAdapter, configure_tensorflow_threads, load_model
 
             configure_tensorflow_threads(1, None)

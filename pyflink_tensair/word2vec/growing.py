@@ -3,7 +3,7 @@ the lines come.
 
 No pyflink and no TensorFlow import. :class:`GrowingVocabulary` turns each chunk of streamed
 lines into skip-gram batches, as :class:`~.lines.LineChunkBatches` does, but its words are rows of
-an :class:`~pyflink_tensair.embeddings.table.IdTable`: a word gets a row once seen ``min_count``
+an :class:`~pyflink_tensair.embeddings.id_table.IdTable`: a word gets a row once seen ``min_count``
 times, the least recently seen word gives its row up when the table is full, and (with
 ``expire_after``) a word unseen for that many words loses its row. Words without a row are left
 out of the pairs, as words outside a fixed vocabulary are. Subsampling and the negatives'
@@ -34,7 +34,7 @@ import numpy as np
 from ..core import wire
 from ..core.messages import Batch
 from ..core.row_resets import TableSpec
-from ..embeddings.table import OOV_ROW, IdTable
+from ..embeddings.id_table import OOV_ROW, IdTable
 from ..embeddings.window import DEFAULT_SIZE, RecentReassignments
 from .lines import chunk_batches, good_lines
 from .vocabulary import tokenize

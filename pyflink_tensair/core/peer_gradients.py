@@ -46,3 +46,11 @@ def peer_update(settings: PeerUpdates, *, local_step: int, sender_step: int) -> 
 
 def _apply_scaled(factor: float, model, gradients: Gradients) -> None:
     model.apply_gradients(scale_gradients(gradients, factor))
+
+
+def move_towards(model, weights, *, share: float) -> None:
+    """Periodic averaging: ``model``'s weights move ``share`` of the way towards ``weights`` (a
+    peer's, by name), each in its own dtype."""
+    own = model.get_weights()
+    model.set_weights({name: (own[name] + share * (peer - own[name])).astype(own[name].dtype)
+                       for name, peer in weights.items()})

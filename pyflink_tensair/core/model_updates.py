@@ -175,6 +175,20 @@ class UpdatePublisher:
         wait = self.due_in_ms(version, now_ms)
         return wait is not None and wait <= 0
 
+    def due_in_s(self, version: int, now_ms: float) -> Optional[float]:
+        """Seconds until the next update is due (0: now), ``None`` if none is pending."""
+        wait = self.due_in_ms(version, now_ms)
+        return None if wait is None else max(0.0, wait / 1000.0)
+
+    def due_updates(self, model, version: int, now_ms: float, id_tables: Optional[RowResets] = None, *,
+                    force: bool = False) -> List[ModelUpdate]:
+        """The update of ``model`` (its ``get_weights()``) when one is due (``force``: if the model
+        changed since the last one at all), else nothing."""
+        wait = self.due_in_ms(version, now_ms)
+        if wait is None or not (force or wait <= 0):
+            return []
+        return [self.publish(model.get_weights(), version, now_ms, id_tables)]
+
     def publish(self, weights: Mapping[str, np.ndarray], version: int, now_ms: float,
                 id_tables: Optional[RowResets] = None) -> ModelUpdate:
         """The update of ``weights`` at ``version``; ``id_tables``: the replica's id tables, whose maps
