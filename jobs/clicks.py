@@ -148,7 +148,7 @@ def main(argv=None):
     sample = wire.decode_batch(next(iter(batch_maker(args)(["0", "0", *(stream.line(int(n)) for n in first)]))))
     batches = stateful_chunk_batches(click_lines(env, args, stream), args.batch_size, batch_maker(args),
                                      max_wait_ms=1000 if args.source == "kafka" and args.kafka_until == "never" else None,
-                                     config=config, name="clicks")
+                                     python_in=config.python_in, name="clicks")
     output = train(batches, model=model, config=config, sample=sample)
     return run_job(env, output, args, job_name="clicks", config=config, total_batches=total, model=model,
                    finish=holdout_auc(stream, args, model),

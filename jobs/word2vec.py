@@ -169,7 +169,7 @@ def word2vec_batches(env, args, corpus: CorpusBatches, total, config):
     if args.vocabulary == "stream":
         return stateful_chunk_batches(lines, args.lines_per_chunk, growing_vocabulary(args),
                                       max_wait_ms=1000 if args.kafka_until == "never" else None,
-                                      config=config, name="word2vec")
+                                      python_in=config.python_in, name="word2vec")
     return chunked_batches(lines, args.lines_per_chunk, LineChunkBatches(corpus, Pacer(args.rate)),
                            max_wait_ms=1000 if args.kafka_until == "never" else None,
                            python_in=config.python_in, name="word2vec")

@@ -74,7 +74,7 @@ def test_a_restored_job_brings_its_id_table_back_and_the_replicas_agree_on_the_m
     env = StreamExecutionEnvironment.get_execution_environment()
     numbers = number_sequence(env, 0, LINES - 1, name="line numbers", uid="ids-line-numbers")
     lines = process(numbers, LineProcess(), Types.STRING(), config.python_in).uid("ids-lines").set_parallelism(1)
-    batches = stateful_chunk_batches(lines, CHUNK, _vocabulary(), config=config, name="ids")
+    batches = stateful_chunk_batches(lines, CHUNK, _vocabulary(), python_in=config.python_in, name="ids")
     out = train(batches, model=functools.partial(zoo.word2vec, vocabulary=CAPACITY + 1, dim=8, learning_rate=16.0),
                 config=config)
     write_json_lines(out.metrics, str(tmp_path / "out"), "metrics", name="ids")

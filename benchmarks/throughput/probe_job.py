@@ -10,7 +10,6 @@ peers runs it) in a plain Python loop over the same encoded batches, as fast as 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time
@@ -173,7 +172,7 @@ def main(argv=None):
                          # explicit: not the library's default
                          peer_updates=PeerUpdates(average_every=args.peer_updates_average_every))
     batches = batch_source(env, args.batches, workload.make_batch, rate=args.rate, name="bench",
-                           config=dataclasses.replace(config, python_in=args.source_python_in))
+                           python_in=args.source_python_in)
     if args.system in OURS:
         metrics = train(batches, model=workload.model, config=config, check_model=False).metrics
     elif args.system in FLINKML:

@@ -159,6 +159,8 @@ def await_ready(folder: str, taskmanagers: int, timeout: float = 90.0) -> None:
     url = rest_url(folder)
 
     def ready() -> bool:
+        if len(taskmanager_pids(folder)) < taskmanagers:  # one died meanwhile (the Beam bug above): replaced
+            ensure_taskmanagers(folder, taskmanagers, timeout)
         overview = rest_get(url + "/overview")
         return (overview.get("taskmanagers") == len(taskmanager_pids(folder)) == taskmanagers
                 and overview.get("slots-available") == overview.get("slots-total"))

@@ -13,12 +13,12 @@ barrier, and a restored job makes exactly the batches, and the reassignments, it
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 from pyflink.common import Types
 from pyflink.datastream import KeyedProcessFunction
 
-from ..config import TrainConfig, as_train_config
+from ..config import PythonIn, python_in_of
 from . import types
 from .batching import _one_key, jvm_chunks
 from .checkpointing import ChunkedState, ValueStates
@@ -44,13 +44,13 @@ class _StatefulChunks(KeyedProcessFunction):
 
 
 def stateful_chunk_batches(records, chunk_size: int, make, *, max_wait_ms: Optional[int] = None,
-                           config: Optional[TrainConfig] = None, name: str = "tensair"):
+                           python_in: Union[PythonIn, str] = PythonIn.JVM, name: str = "tensair"):
     """The encoded batches (and dead letters) ``make`` yields for each chunk of ``chunk_size``
     text records (``[n, records before chunk n, record, ...]``, grouped on the JVM), ``make``'s
     state kept in Flink state. ``make`` is called with each chunk and has ``state()`` (a dict of
     plain NumPy arrays) and ``restore(state)``; it must be picklable and depend only on its state
-    and the chunk. Runs as one subtask, where ``config`` (the :class:`~pyflink_tensair.TrainConfig`
-    of the ``train()`` it feeds) runs Python.
+    and the chunk. Runs as one subtask, where ``python_in`` says (the ``TrainConfig.python_in`` of
+    the ``train()`` it feeds).
 
     Example (the word2vec job's ``--source kafka`` without ``--corpus``)::
 
@@ -63,9 +63,9 @@ def stateful_chunk_batches(records, chunk_size: int, make, *, max_wait_ms: Optio
         if not callable(getattr(make, method, None)):
             raise TypeError(f"stateful_chunk_batches needs a make with state() and restore(state). Received: {make!r}")
     chunks = jvm_chunks(records, chunk_size, max_wait_ms, name)
-    config = as_train_config(TrainConfig() if config is None else config)
-    if in_jvm(config.python_in):
-        made = keyed_process(_one_key(chunks, name), _StatefulChunks(make), types.bytes_type(), config.python_in)
+    python_in = python_in_of(python_in)
+    if in_jvm(python_in):
+        made = keyed_process(_one_key(chunks, name), _StatefulChunks(make), types.bytes_type(), python_in)
     else:  # a Python worker reads the chunks as PyFlink types them, keyed by a Python key selector
         keyed = chunks.key_by(lambda _: 0, key_type=Types.INT())
         keyed._j_data_stream.getTransformation().getInputs()[0].setUid(f"{name}-batcher-key")

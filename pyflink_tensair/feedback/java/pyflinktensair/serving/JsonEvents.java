@@ -263,12 +263,20 @@ public final class JsonEvents extends AbstractStreamOperator<byte[]> implements 
     /** Longer ids go to Jackson, whose limits (20 M characters by default) then hold for them too. */
     private static final int LONGEST_ID = 1 << 16;
 
-    /** A flat, non-empty array of numbers at {@code i} appended to {@code values}: the index after it, or -1. */
+    /**
+     * A flat, non-empty array of numbers at {@code i} appended to {@code values}: the index after it,
+     * or -1 (also for a number beyond float32's range: Jackson's reading refuses it, with its reason).
+     */
     private int numbers(String text, int i) {
         int start = valueCount;
         int end = FlatNumbers.read(text, i, this::appendFloat);
         if (end < 0) {
             return -1;
+        }
+        for (int v = start; v < valueCount; v++) {
+            if (!Float.isFinite(values[v])) {
+                return -1;
+            }
         }
         rank = 1;
         dims[0] = valueCount - start;
