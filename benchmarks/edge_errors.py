@@ -41,7 +41,7 @@ def _cases(scratch: str) -> List[Tuple[str, List[str], dict]]:
         ("a saved model that does not exist", _job("image_classification.py", "--model", "/nonexistent.keras"), {}),
         ("a saved model of another input shape", _job("image_classification.py", "--model", mlp), {"make_mlp": mlp}),
         ("no JDK on the PATH (the feedback channel must be compiled)",
-         [sys.executable, "-c", "from pyflink_tensair.feedback import channel_jar; channel_jar()"], {"env": without_java}),
+         [sys.executable, "-c", "from pyflink_tensair.jvm import channel_jar; channel_jar()"], {"env": without_java}),
         ("`flink run` with no cluster started",
          [sys.executable, "-m", "pyflink_tensair.cluster", "submit", "--dir", os.path.join(scratch, "no-cluster"),
           os.path.join(ROOT, "jobs", "quickstart.py")], {}),

@@ -4,7 +4,7 @@ Every message names what broke the rule, the rule, and what was received, the wa
 bad arguments (``"... must be ... Received: name=value"``). A job's ``main`` catches
 :class:`TensairError` and prints it as one line (exit code 2): nothing needs re-wrapping.
 
-Every exception of the package is here but one: ``feedback/build.py``'s ``ChannelBuildError``,
+Every exception of the package is here but one: ``jvm/build.py``'s ``ChannelBuildError``,
 since ``setup.py`` loads that file alone in a build environment; the package re-raises it as
 :class:`JavaToolchainError`.
 

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 python_bin="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 [ -x .venv/bin/python ] || "$python_bin" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -e .
-.venv/bin/python -c "from pyflink_tensair.feedback import channel_jar; print('feedback channel:', channel_jar())"
+.venv/bin/python -c "from pyflink_tensair.jvm import channel_jar; print('feedback channel:', channel_jar())"
 
 # `-m quick` (the tier to run while developing: no JVM, cluster, broker or wheel) needs no services.
 if [ "${1:-}" = "-m" ] && [ "${2:-}" = "quick" ]; then

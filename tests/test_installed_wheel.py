@@ -81,13 +81,13 @@ def test_the_wheel_holds_every_file_the_package_tracks_and_the_compiled_channel(
     names = set(zipfile.ZipFile(built).namelist())
     missing = [p for p in _tracked_package_files() if p not in names]
     assert not missing, f"the wheel lacks files the package tracks: {missing}"
-    jar, manifest = f"{PACKAGE}/feedback/lib/tensair-channel.jar", f"{PACKAGE}/feedback/lib/channel.json"
+    jar, manifest = f"{PACKAGE}/jvm/lib/tensair-channel.jar", f"{PACKAGE}/jvm/lib/channel.json"
     assert jar in names and manifest in names, sorted(n for n in names if "/feedback/" in n)
     with zipfile.ZipFile(built) as wheel:
         shipped = json.loads(wheel.read(manifest))
         with wheel.open(jar) as raw, zipfile.ZipFile(raw) as classes:
             compiled = set(classes.namelist())
-    from pyflink_tensair.feedback import build, flink_version
+    from pyflink_tensair.jvm import build, flink_version
 
     assert shipped["flink_version"] == flink_version() and shipped["sources_digest"] == build.sources_digest()
     for source in build.java_sources():  # every top-level class of every source file is in the jar

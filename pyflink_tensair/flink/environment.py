@@ -105,7 +105,7 @@ def add_channel_jar(env) -> str:
     the job and to this client's class loader; returns the jar's path. ``env`` as
     :func:`env_configuration` takes it (what PyFlink's ``add_jars`` does, without needing a PyFlink
     environment)."""
-    from ..feedback import channel_jar
+    from ..jvm import channel_jar
 
     return add_jar(env, channel_jar())
 

@@ -3,7 +3,7 @@
 They let the job's driver follow progress while the job runs and read the results after, in local
 mode and on a cluster whose TaskManagers share the driver's file system; a restored job first
 takes back what was written after its checkpoint (exactly once), unless told to keep it. Both are Java sinks (in
-the project's jar, see :mod:`pyflink_tensair.feedback`): a record written by them never crosses
+the project's jar, see :mod:`pyflink_tensair.jvm`): a record written by them never crosses
 into Python again, where a Python writer cost a Beam bundle per record.
 """
 

@@ -1,8 +1,9 @@
-"""The Java feedback channel: shipped as a jar in the wheel, or compiled on first use; added to jobs.
+"""The project's Java classes, one jar: shipped in the wheel, or compiled on first use; added to jobs.
 
 Flink 2.x has no iterations, and Python cannot define sources, so the gradient loop closes through
-a small Java sink/source pair sharing an in-JVM queue (see ``java/``); the same jar holds the
-checkpointing operators and the file sinks. A wheel carries the jar compiled at build time against
+a small Java sink/source pair sharing an in-JVM queue (``java/pyflinktensair/feedback``); beside it,
+a package per concern: the JVM batchers, the JSON hand reader, serving's grouping, the file sinks,
+SQL helpers and the checkpointing operators. A wheel carries the jar compiled at build time against
 the Flink it pins, so a user needs only the JRE that PyFlink needs. When that jar does not match the
 installed pyflink (another version) or is absent (an editable install), :func:`channel_jar`
 compiles the shipped sources with ``javac`` against the installed pyflink's jars, once per source
