@@ -80,7 +80,8 @@ def batches(env, args):
 
     if args.path == "batch_source":
         return batch_source(env, args.examples // args.batch_size,
-                            functools.partial(slice_batch, count=args.examples, batch_size=args.batch_size))
+                            functools.partial(slice_batch, count=args.examples, batch_size=args.batch_size),
+                            python_in=getattr(args, "python_in", "jvm"))
     if args.path == "kafka":
         records = kafka_examples(env, args.bootstrap_servers, args.topic, group_id=f"ingestion-{os.getpid()}")
         return to_batches(records, args.batch_size, parse=json_example)
@@ -156,6 +157,8 @@ def main(argv=None) -> int:
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--bootstrap-servers")
     parser.add_argument("--topic")
+    parser.add_argument("--python-in", default="jvm", choices=("jvm", "processes"),
+                        help="where the replicas' Python runs (TrainConfig.python_in)")
     parser.add_argument("--from-file", help="json or rows: read this file of JSON lines instead")
     parser.add_argument("--summary", required=True)
     args = parser.parse_args(argv)
@@ -167,7 +170,8 @@ def main(argv=None) -> int:
 
     env = StreamExecutionEnvironment.get_execution_environment()
     model = functools.partial(logistic_regression, features=FEATURES, classes=2, learning_rate=args.learning_rate)
-    out = train(batches(env, args), model=model, config=TrainConfig(replicas=args.replicas, name="ingest"))
+    out = train(batches(env, args), model=model,
+                config=TrainConfig(replicas=args.replicas, name="ingest", python_in=args.python_in))
     outdir = tempfile.mkdtemp(prefix="ingestion-")
     write_json_lines(out.metrics, outdir, "metrics", name="ingest")
     models = out.collect_keras_models()
