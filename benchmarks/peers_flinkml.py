@@ -46,11 +46,10 @@ def main(argv=None) -> int:
     from pyflink.common import Types
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.ml.classification.logisticregression import OnlineLogisticRegression
-    from pyflink.ml.functions import vector_to_array
+    from pyflink.ml.functions import array_to_vector, vector_to_array
     from pyflink.ml.linalg import DenseVectorTypeInfo, Vectors
     from pyflink.table import DataTypes, StreamTableEnvironment
     from pyflink.table.expressions import col, current_timestamp
-    from pyflink.ml.functions import array_to_vector
 
     began = time.perf_counter()
     env = StreamExecutionEnvironment.get_execution_environment()

@@ -31,6 +31,7 @@ Example (what ``train()`` does; ``Replicas`` stands for its KeyedCoProcessFuncti
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from ..config import TrainConfig
@@ -61,8 +62,6 @@ class CreditReport:
     """
 
     def __init__(self, clock=None):
-        import time
-
         self._clock = clock or time.monotonic
         self._saturated = False
         self._applied = 0
